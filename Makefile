@@ -1,0 +1,44 @@
+# The two commands a newcomer needs: `make run` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+FLASK := $(BIN)/flask --app checkout
+HOST ?= 127.0.0.1
+PORT ?= 5000
+
+.PHONY: install run serve test test-postgres migrate seed browser clean
+
+$(BIN)/activate:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/activate
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $@
+
+install: $(VENV)/.installed
+
+migrate: install
+	$(FLASK) db upgrade
+
+seed: migrate
+	$(FLASK) seed
+
+## Serve the shop on http://127.0.0.1:5000 with SQLite (the instance folder).
+run: seed
+	$(FLASK) run --host $(HOST) --port $(PORT)
+
+## The same with gunicorn and several workers (see gunicorn.conf.py).
+serve: seed
+	$(BIN)/gunicorn --config gunicorn.conf.py 'checkout:create_app()'
+
+## Chromium for the browser tests: Debian's, else Playwright's own.
+browser:
+	@scripts/ensure-browser
+
+## The whole suite, browser tests included.
+test: install browser
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) instance .pytest_cache

@@ -1,0 +1,79 @@
+"""Checkout: a Flask shop whose checkout cannot charge anyone twice."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+from flask import Flask
+
+from checkout.config import DEFAULTS, finalize, from_environment
+from checkout.database import configure_engine
+from checkout.extensions import csrf, db, migrate
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def create_app(config: Mapping[str, Any] | None = None) -> Flask:
+    app = Flask(
+        __name__,
+        instance_relative_config=True,
+        template_folder=str(ROOT / "templates"),
+        static_folder=str(ROOT / "static"),
+    )
+    app.config.from_mapping(DEFAULTS)
+    app.config.update(from_environment(os.environ))
+    if config:
+        app.config.update(config)
+    Path(app.instance_path).mkdir(parents=True, exist_ok=True)
+    finalize(app.config, app.instance_path)
+
+    db.init_app(app)
+    migrate.init_app(app, db, directory=str(ROOT / "migrations"))
+    csrf.init_app(app)
+
+    # Import the models so SQLAlchemy and Alembic see every table.
+    from checkout.gateway import Gateway
+    from checkout.gateway import models as _gateway_models  # noqa: F401
+    from checkout.idempotency import models as _idempotency_models  # noqa: F401
+    from checkout.shop import models as _shop_models  # noqa: F401
+
+    with app.app_context():
+        configure_engine(db.engine)
+        app.extensions["checkout.gateway"] = Gateway(
+            db.engine,
+            slow_seconds=float(app.config["CHECKOUT_SLOW_CARD_SECONDS"]),
+            timeout_seconds=float(app.config["CHECKOUT_GATEWAY_TIMEOUT_SECONDS"]),
+        )
+
+    register_blueprints(app)
+    register_template_helpers(app)
+
+    from checkout.cli import register_commands
+    from checkout.errors import register_error_handlers
+
+    register_error_handlers(app)
+    register_commands(app)
+    return app
+
+
+def register_blueprints(app: Flask) -> None:
+    from checkout.lab.views import bp as lab_bp
+    from checkout.shop.api import bp as api_bp
+    from checkout.shop.checkout_page import bp as checkout_bp
+    from checkout.shop.orders_page import bp as orders_bp
+    from checkout.shop.storefront import bp as shop_bp
+
+    for blueprint in (shop_bp, checkout_bp, orders_bp, api_bp, lab_bp):
+        app.register_blueprint(blueprint)
+
+
+def register_template_helpers(app: Flask) -> None:
+    from checkout.shop import cart
+    from checkout.shop.money import format_money
+
+    app.add_template_filter(format_money, "money")
+
+    @app.context_processor
+    def _globals() -> dict[str, Any]:
+        return {"cart_count": cart.count(), "lab_enabled": app.config["CHECKOUT_LAB"]}

@@ -1,0 +1,30 @@
+"""Command line: seed, and the idempotency housekeeping."""
+from __future__ import annotations
+
+import click
+from flask import Flask, current_app
+from flask.cli import AppGroup
+
+from checkout.idempotency import purge
+from checkout.shop.seed import seed
+
+
+def register_commands(app: Flask) -> None:
+    @app.cli.command("seed")
+    def seed_command() -> None:
+        """Products and the demo customers alice and bob (safe to run twice)."""
+        demo = current_app.config["CHECKOUT_ENV"] != "production"
+        added = seed(demo_customers=demo)
+        click.echo(f"seeded: {added['products']} new products, {added['customers']} new demo customers")
+        if demo:
+            click.echo("demo API tokens: demo-alice-token (alice), demo-bob-token (bob)")
+
+    idempotency = AppGroup("idempotency", help="Housekeeping of idempotency records.")
+
+    @idempotency.command("purge")
+    def purge_command() -> None:
+        """Delete completed records past their lifetime (never an unfinished one)."""
+        removed = purge()
+        click.echo(f"purged {removed} expired idempotency records")
+
+    app.cli.add_command(idempotency)

@@ -1,0 +1,96 @@
+"""Database plumbing shared by every layer: the declarative base, UTC
+timestamps, portable "insert unless it exists", and SQLite's locking setup.
+
+Nothing here knows about orders, payments or idempotency.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import DeclarativeBase
+
+# Stable constraint names, so Alembic migrations can refer to them.
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class UTCDateTime(sa.types.TypeDecorator[datetime]):
+    """An aware UTC datetime on every backend.
+
+    SQLite keeps no time zone, so values come back naive; they were written
+    as UTC, so they are read as UTC.
+    """
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            raise ValueError("naive datetime; use checkout.database.utcnow()")
+        return value.astimezone(timezone.utc) if value is not None else None
+
+    def process_result_value(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            return value.replace(tzinfo=timezone.utc)
+        return value
+
+
+def insert_ignoring_conflicts(table: Any, bind: Any) -> Any:
+    """``INSERT ... ON CONFLICT DO NOTHING`` for the bound dialect.
+
+    This is what makes a claim atomic: the database, not a prior SELECT,
+    decides which of two racing inserts wins.
+    """
+    # ``bind``: an Engine, a Connection, or a (scoped) Session.
+    dialect = bind.dialect if hasattr(bind, "dialect") else bind.get_bind().dialect
+    name = dialect.name
+    if name == "postgresql":
+        return postgresql.insert(table).on_conflict_do_nothing()
+    if name == "sqlite":
+        return sqlite.insert(table).on_conflict_do_nothing()
+    raise NotImplementedError(f"no atomic insert-or-ignore for {name}")
+
+
+def configure_engine(engine: Engine) -> None:
+    """Make SQLite safe for several threads and processes.
+
+    SQLite's default deferred BEGIN takes the write lock at the first write,
+    so a transaction that reads then writes can fail at once with "database
+    is locked". We take the lock at BEGIN (IMMEDIATE), use WAL so readers do
+    not block the writer, and wait generously for the lock.
+    """
+    if engine.dialect.name != "sqlite":
+        return
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None  # we emit BEGIN ourselves
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA busy_timeout = 30000")
+        cursor.execute("PRAGMA foreign_keys = ON")
+        if engine.url.database not in (None, "", ":memory:"):
+            cursor.execute("PRAGMA journal_mode = WAL")
+            cursor.execute("PRAGMA synchronous = NORMAL")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: sa.engine.Connection) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")

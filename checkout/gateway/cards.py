@@ -1,0 +1,53 @@
+"""Card numbers: validation, masking, and the test cards' behaviours."""
+from __future__ import annotations
+
+import enum
+
+
+def digits_only(card_number: str) -> str:
+    return "".join(ch for ch in card_number if ch.isdigit())
+
+
+def luhn_valid(digits: str) -> bool:
+    if not digits.isdigit() or not 12 <= len(digits) <= 19:
+        return False
+    total = 0
+    for index, char in enumerate(reversed(digits)):
+        value = int(char)
+        if index % 2 == 1:
+            value *= 2
+            if value > 9:
+                value -= 9
+        total += value
+    return total % 10 == 0
+
+
+def last4(card_number: str) -> str:
+    return digits_only(card_number)[-4:]
+
+
+class Behaviour(enum.Enum):
+    SUCCEEDS = "succeeds"
+    DECLINED = "declined"
+    UNAVAILABLE_ONCE = "unavailable once"  # first call for a gateway key fails before charging
+    ANSWER_LOST_ONCE = "answer lost once"  # first call charges, then the answer is lost
+    SLOW = "slow"
+
+
+TEST_CARDS: dict[str, tuple[Behaviour, str]] = {
+    "4242424242424242": (Behaviour.SUCCEEDS, "succeeds"),
+    "4000000000000002": (Behaviour.DECLINED, "declined (402, final)"),
+    "4000000000000119": (Behaviour.UNAVAILABLE_ONCE, "gateway unavailable on the first try, then succeeds"),
+    "4000000000000259": (Behaviour.ANSWER_LOST_ONCE, "charges, but the answer is lost on the first try"),
+    "4000000000000077": (Behaviour.SLOW, "slow: the gateway takes a few seconds"),
+}
+
+
+def behaviour(card_number: str) -> Behaviour:
+    """Any other valid card succeeds, as with a real provider's test mode."""
+    entry = TEST_CARDS.get(digits_only(card_number))
+    return entry[0] if entry else Behaviour.SUCCEEDS
+
+
+def pretty(digits: str) -> str:
+    return " ".join(digits[i:i + 4] for i in range(0, len(digits), 4))

@@ -1,0 +1,178 @@
+"""The mock payment gateway: behaves like a remote provider.
+
+- It is idempotent on the gateway key: calling ``charge`` again with the same
+  key returns the first call's charge and never charges again.
+- It writes its ledger on its own connection and commits before it answers,
+  so a charge survives whatever the caller's transaction does afterwards.
+- It keeps the last four digits of a card, nothing more.
+- The test cards make it decline, fail, lose its answer, or take its time.
+"""
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import dataclass
+from datetime import datetime
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Session
+
+from checkout.database import insert_ignoring_conflicts, utcnow
+from checkout.gateway.cards import Behaviour, behaviour, digits_only, last4, luhn_valid
+from checkout.gateway.models import DECLINED, SUCCEEDED, GatewayCharge, GatewayFaultMark
+
+
+@dataclass(frozen=True)
+class Charge:
+    id: str
+    gateway_key: str
+    reference: str
+    amount_cents: int
+    currency: str
+    status: str
+    card_last4: str
+    created_at: datetime
+
+    @property
+    def succeeded(self) -> bool:
+        return self.status == SUCCEEDED
+
+
+class GatewayError(Exception):
+    """Base of what the gateway can answer instead of a charge."""
+
+
+class CardDeclined(GatewayError):
+    """Final: the card was declined (the declined charge is recorded)."""
+
+    def __init__(self, charge: Charge) -> None:
+        super().__init__("card declined")
+        self.charge = charge
+
+
+class InvalidCard(GatewayError):
+    """Final: the number is not a card number."""
+
+
+class GatewayUnavailable(GatewayError):
+    """Nothing was charged; try again with the same key."""
+
+
+class GatewayTimeout(GatewayError):
+    """The answer did not arrive; a charge may exist. Ask again with the same key."""
+
+
+class KeyReused(GatewayError):
+    """The gateway key was first used for a different amount, currency or reference."""
+
+
+class ReferenceAlreadyCharged(GatewayError):
+    """Another key already holds a succeeded charge for this reference."""
+
+
+def _charge_from_row(row: GatewayCharge) -> Charge:
+    return Charge(
+        id=row.id,
+        gateway_key=row.gateway_key,
+        reference=row.reference,
+        amount_cents=row.amount_cents,
+        currency=row.currency,
+        status=row.status,
+        card_last4=row.card_last4,
+        created_at=row.created_at,
+    )
+
+
+class Gateway:
+    def __init__(self, engine: Engine, *, slow_seconds: float = 3.0, timeout_seconds: float = 10.0) -> None:
+        self.engine = engine
+        self.slow_seconds = slow_seconds
+        self.timeout_seconds = timeout_seconds
+
+    # -- the provider's interface ---------------------------------------
+
+    def retrieve(self, gateway_key: str) -> Charge | None:
+        with Session(self.engine) as session, session.begin():
+            row = session.scalars(sa.select(GatewayCharge).where(GatewayCharge.gateway_key == gateway_key)).first()
+            return _charge_from_row(row) if row else None
+
+    def charge(self, *, gateway_key: str, amount_cents: int, currency: str, card_number: str,
+               reference: str) -> Charge:
+        """Charge once per ``gateway_key``; a repeat returns the first answer."""
+        digits = digits_only(card_number)
+        if not luhn_valid(digits):
+            raise InvalidCard("not a valid card number")
+        existing = self.retrieve(gateway_key)
+        if existing is not None:
+            return self._repeat(existing, amount_cents, currency, reference)
+
+        card = behaviour(digits)
+        if card is Behaviour.UNAVAILABLE_ONCE and self._first_fault(gateway_key, "unavailable"):
+            raise GatewayUnavailable("the gateway is unavailable; nothing was charged")
+        answer_lost = False
+        if card is Behaviour.SLOW:
+            if self.slow_seconds > self.timeout_seconds:
+                # We stop waiting, but the provider goes on and charges.
+                time.sleep(self.timeout_seconds)
+                answer_lost = True
+            else:
+                time.sleep(self.slow_seconds)
+
+        status = DECLINED if card is Behaviour.DECLINED else SUCCEEDED
+        charge, created = self._insert(gateway_key, reference, amount_cents, currency, status, last4(digits))
+        if charge is None:
+            raise ReferenceAlreadyCharged(f"{reference} already has a succeeded charge under another key")
+        if not created:
+            return self._repeat(charge, amount_cents, currency, reference)
+        if card is Behaviour.ANSWER_LOST_ONCE:
+            answer_lost = True
+        if answer_lost:
+            raise GatewayTimeout("no answer from the gateway; the charge may exist")
+        if charge.status == DECLINED:
+            raise CardDeclined(charge)
+        return charge
+
+    # -- internals -------------------------------------------------------
+
+    def _repeat(self, charge: Charge, amount_cents: int, currency: str, reference: str) -> Charge:
+        if (charge.amount_cents, charge.currency, charge.reference) != (amount_cents, currency, reference):
+            raise KeyReused("this gateway key was used for a different charge")
+        if charge.status == DECLINED:
+            raise CardDeclined(charge)
+        return charge
+
+    def _first_fault(self, gateway_key: str, fault: str) -> bool:
+        """True the first time this key meets this fault (remembered across processes)."""
+        with Session(self.engine) as session, session.begin():
+            inserted = session.execute(
+                insert_ignoring_conflicts(GatewayFaultMark, session)
+                .values(gateway_key=gateway_key, fault=fault, created_at=utcnow())
+                .returning(GatewayFaultMark.gateway_key)
+            ).scalar_one_or_none()
+        return inserted is not None
+
+    def _insert(self, gateway_key: str, reference: str, amount_cents: int, currency: str, status: str,
+                card_last4: str) -> tuple[Charge | None, bool]:
+        """Insert the charge unless the key (or a succeeded charge for the reference) exists.
+
+        Returns the charge under this key and whether this call created it;
+        ``None`` if the reference is already charged under another key.
+        """
+        with Session(self.engine) as session, session.begin():
+            inserted = session.execute(
+                insert_ignoring_conflicts(GatewayCharge, session)
+                .values(
+                    id="ch_" + secrets.token_hex(12),
+                    gateway_key=gateway_key,
+                    reference=reference,
+                    amount_cents=amount_cents,
+                    currency=currency,
+                    status=status,
+                    card_last4=card_last4,
+                    created_at=utcnow(),
+                )
+                .returning(GatewayCharge.id)
+            ).scalar_one_or_none()
+            row = session.scalars(sa.select(GatewayCharge).where(GatewayCharge.gateway_key == gateway_key)).first()
+            return (_charge_from_row(row) if row else None), inserted is not None

@@ -1,0 +1,388 @@
+"""Claim a key, run the operation in atomic phases, store and replay the answer.
+
+The flow, for one (customer, endpoint, key):
+
+1. ``claim``: one ``INSERT ... ON CONFLICT DO NOTHING``. Exactly one request
+   inserts the record and owns it; every other request reads what is there:
+   a different fingerprint is a mismatch, a completed record is replayed, a
+   live lease is a conflict, an expired or released lease is taken over by a
+   compare-and-set UPDATE and the operation resumes from its recovery point.
+2. The owner runs the operation as phases (``Operation.phase``): each phase
+   is one transaction that first re-checks the owner token, so a worker whose
+   lease was taken over cannot write anything, then moves the recovery point.
+3. The last phase stores the response with ``Operation.complete``; a retry
+   with the same key from then on gets it back byte for byte.
+
+If the operation cannot know its outcome yet (a gateway outage, a lost
+answer) it raises ``RetryLater``: the lease is released at once and nothing
+is stored as the outcome, so the next retry resumes immediately.
+"""
+from __future__ import annotations
+
+import hmac
+import math
+import os
+import secrets
+import socket
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Callable, Iterator
+
+import sqlalchemy as sa
+
+from checkout.database import insert_ignoring_conflicts, utcnow
+from checkout.extensions import db
+from checkout.idempotency.models import (
+    COMPLETED,
+    FINISHED,
+    IN_PROGRESS,
+    STARTED,
+    IdempotencyEvent,
+    IdempotencyRecord,
+)
+
+WORKER = f"{socket.gethostname()}:{os.getpid()}"
+POLL_SECONDS = 0.1
+
+
+@dataclass(frozen=True)
+class Scope:
+    """A key means something only for one customer on one endpoint."""
+
+    customer: str
+    endpoint: str
+    key: str
+
+
+@dataclass(frozen=True)
+class Settings:
+    lease_seconds: float = 30.0
+    lifetime_seconds: float = 24 * 3600
+
+
+@dataclass(frozen=True)
+class StoredResponse:
+    status: int
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
+
+
+# --- outcomes a view turns into HTTP -------------------------------------
+
+
+@dataclass(frozen=True)
+class Done:
+    """The operation has its final answer; ``replayed`` if an earlier request produced it."""
+
+    response: StoredResponse
+    replayed: bool
+
+
+@dataclass(frozen=True)
+class InProgress:
+    """Another request owns the key right now."""
+
+    retry_after: int
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """The key was first used for a different request; its record is untouched."""
+
+
+@dataclass(frozen=True)
+class Unfinished:
+    """This attempt could not reach an outcome; the lease is released and a retry resumes."""
+
+    retry_after: int
+    reason: str
+
+
+Outcome = Done | InProgress | Mismatch | Unfinished
+
+
+class RetryLater(Exception):
+    """Raised by an operation whose outcome is not known yet (nothing is stored)."""
+
+    def __init__(self, reason: str, retry_after: int = 1) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.retry_after = retry_after
+
+
+class LeaseLost(Exception):
+    """Another worker took the operation over; this one must stop writing."""
+
+
+# --- audit -----------------------------------------------------------------
+
+
+def note(scope: Scope, name: str, **detail: Any) -> None:
+    """Add an audit event to the current transaction (the caller commits)."""
+    db.session.add(
+        IdempotencyEvent(
+            customer=scope.customer,
+            endpoint=scope.endpoint,
+            key=scope.key,
+            name=name,
+            worker=WORKER,
+            detail={k: v for k, v in detail.items() if v is not None},
+        )
+    )
+
+
+def record_event(scope: Scope, name: str, **detail: Any) -> None:
+    """Write one audit event in its own transaction."""
+    note(scope, name, **detail)
+    db.session.commit()
+
+
+# --- the operation a claim hands to its owner -------------------------------
+
+
+class Operation:
+    """The right to run one operation, as long as our owner token holds."""
+
+    def __init__(self, scope: Scope, record_id: int, owner: str, recovery_point: str,
+                 resumed: bool, settings: Settings) -> None:
+        self.scope = scope
+        self.record_id = record_id
+        self.owner = owner
+        self.recovery_point = recovery_point
+        self.resumed = resumed
+        self.settings = settings
+        self.response: StoredResponse | None = None
+        self._pending: tuple[str, StoredResponse | None] | None = None
+
+    def _owned_update(self, **values: Any) -> None:
+        now = utcnow()
+        values.setdefault("locked_until", now + timedelta(seconds=self.settings.lease_seconds))
+        result = db.session.execute(
+            sa.update(IdempotencyRecord)
+            .where(
+                IdempotencyRecord.id == self.record_id,
+                IdempotencyRecord.locked_by == self.owner,
+                IdempotencyRecord.state == IN_PROGRESS,
+            )
+            .values(updated_at=now, **values)
+            .execution_options(synchronize_session=False)
+        )
+        if result.rowcount != 1:
+            raise LeaseLost(f"operation {self.scope.key!r} is no longer ours")
+
+    @contextmanager
+    def phase(self) -> Iterator[Operation]:
+        """One atomic phase: check we still own the record, run the caller's writes, commit.
+
+        The owner check comes first, so on PostgreSQL it also locks the row:
+        a takeover waits for this phase, then finds the lease renewed.
+        """
+        try:
+            self._owned_update()
+            yield self
+            db.session.commit()
+        except BaseException:
+            db.session.rollback()
+            self._pending = None
+            raise
+        if self._pending is not None:
+            self.recovery_point, response = self._pending
+            if response is not None:
+                self.response = response
+            self._pending = None
+
+    def checkpoint(self, recovery_point: str) -> None:
+        """Move the recovery point, inside the current phase."""
+        self._owned_update(recovery_point=recovery_point)
+        self._pending = (recovery_point, None)
+
+    def complete(self, response: StoredResponse) -> None:
+        """Store the final answer, inside the current phase, and give up the lease."""
+        now = utcnow()
+        self._owned_update(
+            state=COMPLETED,
+            recovery_point=FINISHED,
+            response_status=response.status,
+            response_headers=dict(response.headers),
+            response_body=response.body,
+            completed_at=now,
+            locked_by=None,
+            locked_until=None,
+        )
+        note(self.scope, "completed", status=response.status)
+        self._pending = (FINISHED, response)
+
+    def note(self, name: str, **detail: Any) -> None:
+        note(self.scope, name, **detail)
+
+    def release(self, reason: str) -> None:
+        """Give the lease back without an outcome, so a retry resumes at once."""
+        db.session.rollback()
+        try:
+            self._owned_update(locked_by=None, locked_until=None)
+        except LeaseLost:
+            db.session.rollback()
+            return
+        note(self.scope, "released", reason=reason, recovery_point=self.recovery_point)
+        db.session.commit()
+
+
+# --- claiming --------------------------------------------------------------
+
+
+def _retry_after(locked_until: datetime | None, now: datetime) -> int:
+    if locked_until is None:
+        return 1
+    return max(1, math.ceil((locked_until - now).total_seconds()))
+
+
+def _read(scope: Scope) -> IdempotencyRecord | None:
+    return db.session.execute(
+        sa.select(IdempotencyRecord)
+        .where(
+            IdempotencyRecord.customer == scope.customer,
+            IdempotencyRecord.endpoint == scope.endpoint,
+            IdempotencyRecord.key == scope.key,
+        )
+        .execution_options(populate_existing=True)
+    ).scalar_one_or_none()
+
+
+def stored_response(record: IdempotencyRecord) -> StoredResponse:
+    assert record.response_status is not None
+    return StoredResponse(
+        status=record.response_status,
+        headers=dict(record.response_headers or {}),
+        body=record.response_body or b"",
+    )
+
+
+def claim(scope: Scope, fingerprint: str, settings: Settings, *,
+          note_conflict: bool = True) -> Operation | Done | InProgress | Mismatch:
+    """Claim the key atomically, or say what the existing record means for this request."""
+    for _attempt in range(5):
+        now = utcnow()
+        owner = secrets.token_hex(16)
+        lease_end = now + timedelta(seconds=settings.lease_seconds)
+        inserted = db.session.execute(
+            insert_ignoring_conflicts(IdempotencyRecord, db.session)
+            .values(
+                customer=scope.customer,
+                endpoint=scope.endpoint,
+                key=scope.key,
+                fingerprint=fingerprint,
+                state=IN_PROGRESS,
+                recovery_point=STARTED,
+                locked_by=owner,
+                locked_until=lease_end,
+                created_at=now,
+                updated_at=now,
+                expires_at=now + timedelta(seconds=settings.lifetime_seconds),
+            )
+            .returning(IdempotencyRecord.id)
+        ).scalar_one_or_none()
+        if inserted is not None:
+            note(scope, "claimed", owner=owner[:8])
+            db.session.commit()
+            return Operation(scope, inserted, owner, STARTED, resumed=False, settings=settings)
+
+        record = _read(scope)
+        if record is None:  # purged between our insert and our read: try again
+            db.session.rollback()
+            continue
+        if not _same_fingerprint(record.fingerprint, fingerprint):
+            note(scope, "mismatch")
+            db.session.commit()
+            return Mismatch()
+        if record.state == COMPLETED:
+            note(scope, "replayed", status=record.response_status)
+            db.session.commit()
+            return Done(stored_response(record), replayed=True)
+        if record.locked_by is not None and record.locked_until is not None and record.locked_until > now:
+            retry_after = _retry_after(record.locked_until, now)
+            if note_conflict:
+                note(scope, "conflict", retry_after=retry_after)
+                db.session.commit()
+            else:
+                db.session.rollback()
+            return InProgress(retry_after)
+        # The lease expired (a crashed worker) or was released (an unknown outcome):
+        # take it over with a compare-and-set, so only one retry resumes.
+        taken = db.session.execute(
+            sa.update(IdempotencyRecord)
+            .where(
+                IdempotencyRecord.id == record.id,
+                IdempotencyRecord.state == IN_PROGRESS,
+                sa.or_(IdempotencyRecord.locked_by.is_(None), IdempotencyRecord.locked_until < now),
+            )
+            .values(locked_by=owner, locked_until=lease_end, updated_at=now)
+            .execution_options(synchronize_session=False)
+        )
+        if taken.rowcount == 1:
+            note(scope, "resumed", recovery_point=record.recovery_point, owner=owner[:8])
+            db.session.commit()
+            return Operation(scope, record.id, owner, record.recovery_point, resumed=True, settings=settings)
+        db.session.rollback()  # somebody else took it over first: look again
+    return InProgress(retry_after=1)
+
+
+def _same_fingerprint(stored: str, offered: str) -> bool:
+    return hmac.compare_digest(stored, offered)
+
+
+def execute(scope: Scope, fingerprint: str, action: Callable[[Operation], None], *,
+            settings: Settings, wait_seconds: float = 0.0) -> Outcome:
+    """Run ``action`` at most once for this scope, whatever the retries and races.
+
+    ``action`` receives the ``Operation`` and must end with
+    ``operation.complete(response)`` inside its last phase. A request that
+    finds the key in progress waits up to ``wait_seconds`` for the owner to
+    finish (browsers), or returns ``InProgress`` at once (API clients).
+    """
+    record_event(scope, "received")
+    deadline = time.monotonic() + wait_seconds
+    claimed = claim(scope, fingerprint, settings)
+    while isinstance(claimed, InProgress) and time.monotonic() < deadline:
+        time.sleep(min(POLL_SECONDS, max(0.0, deadline - time.monotonic())))
+        claimed = claim(scope, fingerprint, settings, note_conflict=False)
+    if not isinstance(claimed, Operation):
+        return claimed
+
+    operation = claimed
+    try:
+        action(operation)
+    except RetryLater as exc:
+        operation.release(exc.reason)
+        return Unfinished(retry_after=exc.retry_after, reason=exc.reason)
+    except LeaseLost:
+        db.session.rollback()
+        record_event(scope, "lease_lost")
+        return InProgress(retry_after=1)
+    except BaseException:
+        operation.release("error")
+        raise
+    if operation.response is None:
+        operation.release("no response")
+        raise RuntimeError("the operation ended without storing a response")
+    return Done(operation.response, replayed=False)
+
+
+def peek(scope: Scope) -> IdempotencyRecord | None:
+    """The record for a scope, read without claiming anything."""
+    record = _read(scope)
+    db.session.commit()  # ends the read; commit (unlike rollback) leaves the object loaded
+    return record
+
+
+def purge(now: datetime | None = None) -> int:
+    """Delete completed records past their lifetime; never an unfinished one."""
+    now = now or utcnow()
+    result = db.session.execute(
+        sa.delete(IdempotencyRecord)
+        .where(IdempotencyRecord.state == COMPLETED, IdempotencyRecord.expires_at < now)
+        .execution_options(synchronize_session=False)
+    )
+    db.session.commit()
+    return result.rowcount or 0

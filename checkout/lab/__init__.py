@@ -1,0 +1,1 @@
+"""Teaching pages: watch every layer of the defence work."""

@@ -1,0 +1,1 @@
+"""The shop: catalog, cart, checkout, orders and the JSON API."""

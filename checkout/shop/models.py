@@ -1,0 +1,119 @@
+"""The shop's tables: products, customers, orders.
+
+The orders table backs the idempotency rule on its own: one order per
+(customer, idempotency key), so even after the key's record is purged a late
+retry finds the order it already placed.
+"""
+from __future__ import annotations
+
+import hashlib
+import secrets
+from datetime import datetime
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from checkout.database import UTCDateTime, utcnow
+from checkout.extensions import db
+
+PENDING = "pending"
+PAID = "paid"
+DECLINED = "declined"
+FAILED = "failed"  # abandoned and ended by reconcile: nothing was charged
+ORDER_STATES = (PENDING, PAID, DECLINED, FAILED)
+
+
+def public_id(prefix: str) -> str:
+    """Random public ids: nobody can guess or count another customer's orders."""
+    return f"{prefix}_{secrets.token_hex(10)}"
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+class Product(db.Model):
+    __tablename__ = "products"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    sku: Mapped[str] = mapped_column(sa.String(32), unique=True)
+    name: Mapped[str] = mapped_column(sa.String(100))
+    description: Mapped[str] = mapped_column(sa.String(300), default="")
+    emoji: Mapped[str] = mapped_column(sa.String(8), default="")
+    price_cents: Mapped[int]
+    currency: Mapped[str] = mapped_column(sa.String(3), default="USD")
+
+
+class Customer(db.Model):
+    __tablename__ = "customers"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    public_id: Mapped[str] = mapped_column(sa.String(32), unique=True)
+    name: Mapped[str | None] = mapped_column(sa.String(64), unique=True)
+    # Only a hash of an API token is kept.
+    token_hash: Mapped[str | None] = mapped_column(sa.String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class Order(db.Model):
+    __tablename__ = "orders"
+    __table_args__ = (
+        sa.UniqueConstraint("customer_id", "idempotency_key"),
+        sa.CheckConstraint(f"status IN {ORDER_STATES!r}", name="status"),
+        sa.Index("ix_orders_customer_created", "customer_id", "created_at"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    public_id: Mapped[str] = mapped_column(sa.String(32), unique=True, default=lambda: public_id("ord"))
+    customer_id: Mapped[int] = mapped_column(sa.ForeignKey("customers.id"))
+    # NULL only on the lab's deliberately unsafe checkout (NULLs never collide).
+    idempotency_key: Mapped[str | None] = mapped_column(sa.String(255))
+    # What the gateway is called with: derived from the order, the same on every retry.
+    gateway_key: Mapped[str] = mapped_column(sa.String(64), unique=True)
+    status: Mapped[str] = mapped_column(sa.String(16), default=PENDING)
+    email: Mapped[str] = mapped_column(sa.String(254))
+    card_last4: Mapped[str] = mapped_column(sa.String(4))
+    total_cents: Mapped[int]
+    currency: Mapped[str] = mapped_column(sa.String(3))
+    charge_id: Mapped[str | None] = mapped_column(sa.String(32))
+    unsafe: Mapped[bool] = mapped_column(default=False)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, onupdate=utcnow)
+
+    customer: Mapped[Customer] = relationship(lazy="joined")
+    items: Mapped[list[OrderItem]] = relationship(
+        back_populates="order", lazy="selectin", order_by="OrderItem.id", cascade="all, delete-orphan"
+    )
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "id": self.public_id,
+            "status": self.status,
+            "items": [
+                {"sku": item.sku, "quantity": item.quantity, "unit_price_cents": item.unit_price_cents}
+                for item in self.items
+            ],
+            "total_cents": self.total_cents,
+            "currency": self.currency,
+            "email": self.email,
+            "card_last4": self.card_last4,
+            "charge_id": self.charge_id,
+            "created_at": self.created_at.isoformat().replace("+00:00", "Z"),
+        }
+
+
+class OrderItem(db.Model):
+    __tablename__ = "order_items"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    order_id: Mapped[int] = mapped_column(sa.ForeignKey("orders.id", ondelete="CASCADE"), index=True)
+    sku: Mapped[str] = mapped_column(sa.String(32))
+    name: Mapped[str] = mapped_column(sa.String(100))
+    quantity: Mapped[int]
+    unit_price_cents: Mapped[int]
+
+    order: Mapped[Order] = relationship(back_populates="items")
+
+    @property
+    def line_total_cents(self) -> int:
+        return self.quantity * self.unit_price_cents

@@ -1,0 +1,134 @@
+"""Fixtures: a fresh real database per test (SQLite file, or a PostgreSQL
+schema when TEST_DATABASE_URL points at one), the app, its clients, and a
+live threaded server for concurrency and browser tests."""
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+import sqlalchemy as sa
+from flask import Flask
+from flask.testing import FlaskClient, FlaskCliRunner
+from werkzeug.serving import make_server
+
+from checkout import create_app
+from checkout.extensions import db
+from checkout.shop.seed import seed
+from tests.helpers import Ledger
+
+POSTGRES_URL = os.environ.get("TEST_DATABASE_URL", "")
+
+
+def _postgres_schema_url(base: str, schema: str) -> str:
+    separator = "&" if "?" in base else "?"
+    return f"{base}{separator}options={quote(f'-csearch_path={schema}')}"
+
+
+@pytest.fixture
+def database_url(tmp_path: Any) -> Iterator[str]:
+    """A clean database for one test: a SQLite file, or a fresh PostgreSQL schema."""
+    if not POSTGRES_URL:
+        yield f"sqlite:///{tmp_path / 'test.sqlite3'}"
+        return
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(POSTGRES_URL)
+    with admin.begin() as conn:
+        conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
+    try:
+        yield _postgres_schema_url(POSTGRES_URL, schema)
+    finally:
+        with admin.begin() as conn:
+            conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+def make_app(database_url: str, instance_path: str, **overrides: Any) -> Flask:
+    config = {
+        "TESTING": True,
+        "SECRET_KEY": "test-secret-key",
+        "SQLALCHEMY_DATABASE_URI": database_url,
+        "CHECKOUT_SLOW_CARD_SECONDS": 1.5,
+        "CHECKOUT_BROWSER_WAIT_SECONDS": 8.0,
+        **overrides,
+    }
+    app = create_app(config)
+    app.instance_path = instance_path
+    with app.app_context():
+        db.create_all()  # tests only; the app's schema comes from migrations
+        seed(demo_customers=True)
+    return app
+
+
+@pytest.fixture
+def app_overrides() -> dict[str, Any]:
+    """Override in a test module to change the app's configuration."""
+    return {}
+
+
+@pytest.fixture
+def app(database_url: str, tmp_path: Any, app_overrides: dict[str, Any]) -> Iterator[Flask]:
+    app = make_app(database_url, str(tmp_path / "instance"), **app_overrides)
+    yield app
+    with app.app_context():
+        db.session.remove()
+        db.engine.dispose()
+
+
+@pytest.fixture
+def client(app: Flask) -> FlaskClient:
+    return app.test_client()
+
+
+@pytest.fixture
+def runner(app: Flask) -> FlaskCliRunner:
+    return app.test_cli_runner()
+
+
+@pytest.fixture
+def ledger(app: Flask) -> Ledger:
+    return Ledger(app)
+
+
+@dataclass
+class LiveServer:
+    url: str
+    app: Flask
+    posts: list[str] = field(default_factory=list)
+
+    def post_count(self, path: str) -> int:
+        return sum(1 for p in self.posts if p == path)
+
+
+class _CountPosts:
+    """WSGI middleware that records every POST the server receives."""
+
+    def __init__(self, wsgi_app: Any, server: LiveServer) -> None:
+        self.wsgi_app = wsgi_app
+        self.server = server
+        self.lock = threading.Lock()
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+        if environ["REQUEST_METHOD"] == "POST":
+            with self.lock:
+                self.server.posts.append(environ["PATH_INFO"])
+        return self.wsgi_app(environ, start_response)
+
+
+@pytest.fixture
+def live_server(app: Flask) -> Iterator[LiveServer]:
+    """The app on a real threaded WSGI server with a file database (no shared in-memory connection)."""
+    app.config["TESTING"] = False  # errors become pages, as a user sees them
+    server_info = LiveServer(url="", app=app)
+    server = make_server("127.0.0.1", 0, _CountPosts(app, server_info), threaded=True)
+    server_info.url = f"http://127.0.0.1:{server.server_port}"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server_info
+    server.shutdown()
+    thread.join(timeout=10)

@@ -1,0 +1,212 @@
+"""POST /api/orders and the Idempotency-Key, one row of the spec's table per test."""
+from __future__ import annotations
+
+import json
+import uuid
+
+from flask.testing import FlaskClient
+
+from tests.helpers import ALICE, BOB, DECLINED_CARD, Ledger, order_body
+
+
+def new_key() -> str:
+    return str(uuid.uuid4())
+
+
+def post_order(client: FlaskClient, key: str | None, body: object = None, headers: dict[str, str] | None = None):
+    request_headers = {**ALICE, **(headers or {})}
+    if key is not None:
+        request_headers["Idempotency-Key"] = key
+    return client.post("/api/orders", json=order_body() if body is None else body, headers=request_headers)
+
+
+def test_first_success_is_201_with_location_and_the_order(client: FlaskClient, ledger: Ledger) -> None:
+    response = post_order(client, new_key())
+    assert response.status_code == 201
+    order = response.get_json()
+    assert response.headers["Location"] == f"/api/orders/{order['id']}"
+    assert order["id"].startswith("ord_")
+    assert order["status"] == "paid"
+    assert order["total_cents"] == 2 * 1400 + 500
+    assert order["card_last4"] == "4242"
+    assert order["charge_id"].startswith("ch_")
+    assert order["items"] == [
+        {"sku": "MUG-01", "quantity": 2, "unit_price_cents": 1400},
+        {"sku": "STK-01", "quantity": 1, "unit_price_cents": 500},
+    ]
+    assert "Idempotent-Replayed" not in response.headers
+    [record] = ledger.records()
+    assert (record.state, record.response_status) == ("completed", 201)
+    assert [c.reference for c in ledger.succeeded_charges()] == [order["id"]]
+
+
+def test_replay_returns_the_stored_status_and_byte_identical_body(client: FlaskClient, ledger: Ledger) -> None:
+    key = new_key()
+    first = post_order(client, key)
+    again = post_order(client, key)
+    assert again.status_code == 201
+    assert again.get_data() == first.get_data()
+    assert again.headers["Idempotent-Replayed"] == "true"
+    assert again.headers["Location"] == first.headers["Location"]
+    assert len(ledger.orders()) == 1
+    assert len(ledger.charges()) == 1
+
+
+def test_same_key_still_in_progress_is_409_with_retry_after(client: FlaskClient, app, ledger: Ledger) -> None:
+    from checkout.extensions import db
+    from checkout.idempotency import Scope, Settings, claim, fingerprint
+    from checkout.shop.api import ENDPOINT
+
+    key = new_key()
+    with app.app_context():  # another worker holds the key, mid-operation
+        body = {"items": [{"sku": "MUG-01", "quantity": 2}, {"sku": "STK-01", "quantity": 1}],
+                "email": "alice@example.com", "card_number": "4242424242424242"}
+        claim(Scope("cus_demo_alice", ENDPOINT, key), fingerprint("test-secret-key", "POST", ENDPOINT, body),
+              Settings(lease_seconds=60))
+        db.session.remove()
+    response = post_order(client, key)
+    assert response.status_code == 409
+    assert int(response.headers["Retry-After"]) >= 1
+    assert response.mimetype == "application/problem+json"
+    assert ledger.orders() == []
+    [record] = ledger.records()
+    assert record.state == "in_progress" and record.response_status is None
+
+
+def test_same_key_different_payload_is_422_and_leaves_the_record_untouched(client: FlaskClient, ledger: Ledger) -> None:
+    key = new_key()
+    first = post_order(client, key)
+    [before] = ledger.records()
+    other = post_order(client, key, order_body(email="mallory@example.com"))
+    assert other.status_code == 422
+    assert other.get_json()["type"] == "idempotency-key-reused"
+    [after] = ledger.records()
+    assert (after.fingerprint, after.response_body, after.response_status) == \
+        (before.fingerprint, before.response_body, before.response_status)
+    assert post_order(client, key).get_data() == first.get_data()
+    assert len(ledger.orders()) == 1
+
+
+def test_missing_key_is_400_and_nothing_is_stored(client: FlaskClient, ledger: Ledger) -> None:
+    response = post_order(client, None)
+    assert response.status_code == 400
+    assert response.mimetype == "application/problem+json"
+    assert ledger.records() == [] and ledger.orders() == []
+
+
+def test_malformed_keys_are_400(client: FlaskClient, ledger: Ledger) -> None:
+    for bad in ("short", "x" * 256, "has a space in it!!", "ключ-не-ascii-0000000"):
+        assert post_order(client, bad).status_code == 400, bad
+    assert ledger.records() == []
+
+
+def test_a_quoted_key_is_unquoted(client: FlaskClient, ledger: Ledger) -> None:
+    key = new_key()
+    first = post_order(client, f'"{key}"')
+    assert first.status_code == 201
+    again = post_order(client, key)
+    assert again.headers["Idempotent-Replayed"] == "true"
+    assert [r.key for r in ledger.records()] == [key]
+
+
+def test_no_or_unknown_token_is_401(client: FlaskClient, ledger: Ledger) -> None:
+    anonymous = client.post("/api/orders", json=order_body(), headers={"Idempotency-Key": new_key()})
+    wrong = client.post("/api/orders", json=order_body(),
+                        headers={"Idempotency-Key": new_key(), "Authorization": "Bearer nope"})
+    for response in (anonymous, wrong):
+        assert response.status_code == 401
+        assert response.mimetype == "application/problem+json"
+        assert response.headers["WWW-Authenticate"].startswith("Bearer")
+    assert ledger.records() == []
+
+
+def test_malformed_json_is_400(client: FlaskClient, ledger: Ledger) -> None:
+    response = client.post("/api/orders", data="{not json", content_type="application/json",
+                           headers={**ALICE, "Idempotency-Key": new_key()})
+    assert response.status_code == 400
+    assert response.get_json()["status"] == 400
+    assert ledger.records() == []
+
+
+def test_a_body_that_is_not_json_is_415(client: FlaskClient, ledger: Ledger) -> None:
+    response = client.post("/api/orders", data="items=1", content_type="application/x-www-form-urlencoded",
+                           headers={**ALICE, "Idempotency-Key": new_key()})
+    assert response.status_code == 415
+    assert response.mimetype == "application/problem+json"
+    assert ledger.records() == []
+
+
+def test_a_body_over_64_kib_is_413(client: FlaskClient, ledger: Ledger) -> None:
+    body = json.dumps(order_body(padding="x" * (64 * 1024)))
+    response = client.post("/api/orders", data=body, content_type="application/json",
+                           headers={**ALICE, "Idempotency-Key": new_key()})
+    assert response.status_code == 413
+    assert response.mimetype == "application/problem+json"
+    assert ledger.records() == []
+
+
+def test_an_invalid_body_is_422_with_field_errors_and_the_key_stays_usable(client: FlaskClient,
+                                                                           ledger: Ledger) -> None:
+    key = new_key()
+    invalid = order_body(items=[{"sku": "NOPE", "quantity": 1}, {"sku": "MUG-01", "quantity": 100}],
+                         email="not-an-email", card_number="4242 4242 4242 4241")
+    response = post_order(client, key, invalid)
+    assert response.status_code == 422
+    errors = response.get_json()["errors"]
+    assert set(errors) == {"items[0].sku", "items[1].quantity", "email", "card_number"}
+    assert ledger.records() == [] and ledger.orders() == []
+    fixed = post_order(client, key)
+    assert fixed.status_code == 201
+
+
+def test_a_declined_card_is_402_stored_and_replayed(client: FlaskClient, ledger: Ledger) -> None:
+    key = new_key()
+    first = post_order(client, key, order_body(card=DECLINED_CARD))
+    assert first.status_code == 402
+    assert first.get_json()["type"] == "card-declined"
+    again = post_order(client, key, order_body(card=DECLINED_CARD))
+    assert again.status_code == 402
+    assert again.get_data() == first.get_data()
+    assert again.headers["Idempotent-Replayed"] == "true"
+    [order] = ledger.orders()
+    assert order.status == "declined"
+    assert ledger.succeeded_charges() == []
+    assert [c.status for c in ledger.charges()] == ["declined"]
+
+
+def test_the_same_key_from_two_customers_is_two_unrelated_orders(client: FlaskClient, ledger: Ledger) -> None:
+    key = new_key()
+    alice = client.post("/api/orders", json=order_body(), headers={**ALICE, "Idempotency-Key": key})
+    bob = client.post("/api/orders", json=order_body(email="bob@example.com"),
+                      headers={**BOB, "Idempotency-Key": key})
+    assert alice.status_code == bob.status_code == 201
+    assert "Idempotent-Replayed" not in bob.headers
+    assert alice.get_json()["id"] != bob.get_json()["id"]
+    assert bob.get_json()["email"] == "bob@example.com"
+    assert len(ledger.orders()) == 2 and len(ledger.succeeded_charges()) == 2
+
+
+def test_an_order_is_visible_only_to_its_customer(client: FlaskClient) -> None:
+    order = post_order(client, new_key()).get_json()
+    assert client.get(f"/api/orders/{order['id']}", headers=ALICE).get_json() == order
+    assert client.get(f"/api/orders/{order['id']}", headers=BOB).status_code == 404
+    assert client.get("/api/orders", headers=BOB).get_json() == []
+
+
+def test_orders_are_listed_newest_first(client: FlaskClient) -> None:
+    ids = [post_order(client, new_key()).get_json()["id"] for _ in range(3)]
+    listed = client.get("/api/orders", headers=ALICE).get_json()
+    assert [o["id"] for o in listed] == list(reversed(ids))
+
+
+def test_products_are_listed_with_prices_in_cents(client: FlaskClient) -> None:
+    products = client.get("/api/products").get_json()
+    assert len(products) == 10
+    assert products[0] == {"sku": "MUG-01", "name": "Idempotent Mug", "price_cents": 1400, "currency": "USD"}
+
+
+def test_unknown_api_routes_answer_problem_json(client: FlaskClient) -> None:
+    response = client.get("/api/nothing-here")
+    assert response.status_code == 404
+    assert response.mimetype == "application/problem+json"
+    assert client.delete("/api/orders", headers=ALICE).status_code == 405
