@@ -151,7 +151,9 @@ def _answer(outcome: object, form: CheckoutForm, key: str) -> tuple[str, int] | 
             cart.clear()
             return redirect(location + ("?replayed=1" if outcome.replayed else ""), 303)
         # Declined: final under this key. Offer another try with a new key.
-        retry = CheckoutForm(formdata=None, email=form.email.data, idempotency_key=cart.remember_new_key(),
+        remembered = cart.remembered_key()
+        next_key = remembered[0] if remembered and remembered[0] != key else cart.remember_new_key()
+        retry = CheckoutForm(formdata=None, email=form.email.data, idempotency_key=next_key,
                              cart_version=str(cart.version()))
         return _render_form(retry, 402, error="Your card was declined. Nothing was charged; "
                                               "try another card.")

@@ -1,0 +1,78 @@
+"""Real races: many threads, one key, a real threaded server on a real database."""
+from __future__ import annotations
+
+import threading
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from urllib.parse import urlencode
+
+import pytest
+
+from tests.conftest import LiveServer
+from tests.helpers import ALICE, BOB, SLOW_CARD, Ledger, form_fields, order_body
+from tests.http import Reply, post_json, send
+
+pytestmark = pytest.mark.slow
+
+
+def race(count: int, call) -> list[Reply]:
+    """Start ``count`` calls at the same instant (a barrier, not a sleep)."""
+    barrier = threading.Barrier(count)
+
+    def one(index: int) -> Reply:
+        barrier.wait()
+        return call(index)
+
+    with ThreadPoolExecutor(max_workers=count) as pool:
+        return list(pool.map(one, range(count)))
+
+
+def test_twenty_threads_with_one_key_make_one_order_and_one_charge(live_server: LiveServer, ledger: Ledger) -> None:
+    key = str(uuid.uuid4())
+    replies = race(20, lambda _i: post_json(f"{live_server.url}/api/orders", order_body(card=SLOW_CARD),
+                                            {**ALICE, "Idempotency-Key": key}))
+    statuses = sorted(r.status for r in replies)
+    assert set(statuses) <= {201, 409}, statuses
+    created = [r for r in replies if r.status == 201]
+    assert len(created) >= 1
+    assert len({r.body for r in created}) == 1
+    assert all("Retry-After" in r.headers for r in replies if r.status == 409)
+    assert len(ledger.orders()) == 1
+    assert len(ledger.succeeded_charges()) == 1
+    # Once the first finishes, every retry is a replay of the same body.
+    assert post_json(f"{live_server.url}/api/orders", order_body(card=SLOW_CARD),
+                     {**ALICE, "Idempotency-Key": key}).body == created[0].body
+
+
+def test_the_same_key_racing_from_two_customers_gives_two_independent_orders(live_server: LiveServer,
+                                                                             ledger: Ledger) -> None:
+    key = str(uuid.uuid4())
+    tokens = [ALICE, BOB]
+    replies = race(2, lambda i: post_json(f"{live_server.url}/api/orders", order_body(card=SLOW_CARD),
+                                          {**tokens[i], "Idempotency-Key": key}))
+    assert [r.status for r in replies] == [201, 201]
+    alice, bob = (r.json() for r in replies)
+    assert alice["id"] != bob["id"]
+    assert send("GET", f"{live_server.url}/api/orders/{alice['id']}", headers=BOB).status == 404
+    assert len(ledger.orders()) == 2 and len(ledger.succeeded_charges()) == 2
+
+
+def test_two_browser_submits_of_one_form_without_javascript_charge_once(live_server: LiveServer,
+                                                                         ledger: Ledger) -> None:
+    """What a double-click does with JavaScript off: the same form POSTed twice at once."""
+    import http.cookiejar
+    import urllib.request
+
+    jar = http.cookiejar.CookieJar()
+    browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+    csrf = form_fields(browser.open(f"{live_server.url}/").read().decode(), form_id=None)["csrf_token"]
+    browser.open(f"{live_server.url}/cart/items", data=urlencode({"csrf_token": csrf, "sku": "MUG-01"}).encode())
+    fields = form_fields(browser.open(f"{live_server.url}/checkout").read().decode())
+    form = urlencode({**fields, "email": "shopper@example.com", "card_number": SLOW_CARD}).encode()
+
+    finals = race(2, lambda _i: browser.open(f"{live_server.url}/checkout", data=form).geturl())
+    assert live_server.post_count("/checkout") == 2
+    [order] = ledger.orders()
+    assert sorted(finals) == [f"{live_server.url}/orders/{order.public_id}",
+                              f"{live_server.url}/orders/{order.public_id}?replayed=1"]
+    assert len(ledger.succeeded_charges()) == 1
