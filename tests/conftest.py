@@ -100,9 +100,23 @@ class LiveServer:
     url: str
     app: Flask
     posts: list[str] = field(default_factory=list)
+    answers: list[tuple[str, str, str]] = field(default_factory=list)  # (path, status, Location) of each POST
+    arrived: threading.Condition = field(default_factory=threading.Condition)
 
     def post_count(self, path: str) -> int:
-        return sum(1 for p in self.posts if p == path)
+        with self.arrived:
+            return sum(1 for p in self.posts if p == path)
+
+    def wait_for_posts(self, path: str, count: int, timeout: float = 10) -> bool:
+        """Block until the server has received ``count`` POSTs to ``path`` (an event, not a sleep)."""
+        with self.arrived:
+            return self.arrived.wait_for(lambda: self.posts.count(path) >= count, timeout)
+
+    def wait_for_answers(self, path: str, count: int, timeout: float = 20) -> list[tuple[str, str]]:
+        """Block until ``count`` POSTs to ``path`` were answered; their (status, Location)."""
+        with self.arrived:
+            self.arrived.wait_for(lambda: sum(a[0] == path for a in self.answers) >= count, timeout)
+            return [(status, location) for p, status, location in self.answers if p == path]
 
 
 class _CountPosts:
@@ -111,13 +125,23 @@ class _CountPosts:
     def __init__(self, wsgi_app: Any, server: LiveServer) -> None:
         self.wsgi_app = wsgi_app
         self.server = server
-        self.lock = threading.Lock()
 
     def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
-        if environ["REQUEST_METHOD"] == "POST":
-            with self.lock:
-                self.server.posts.append(environ["PATH_INFO"])
-        return self.wsgi_app(environ, start_response)
+        if environ["REQUEST_METHOD"] != "POST":
+            return self.wsgi_app(environ, start_response)
+        path = environ["PATH_INFO"]
+        with self.server.arrived:
+            self.server.posts.append(path)
+            self.server.arrived.notify_all()
+
+        def recording_start_response(status: str, headers: list[tuple[str, str]], *args: Any) -> Any:
+            location = dict(headers).get("Location", "")
+            with self.server.arrived:
+                self.server.answers.append((path, status.split()[0], location))
+                self.server.arrived.notify_all()
+            return start_response(status, headers, *args)
+
+        return self.wsgi_app(environ, recording_start_response)
 
 
 @pytest.fixture

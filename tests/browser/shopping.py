@@ -1,0 +1,42 @@
+"""What a shopper does in the browser, as small steps the tests compose."""
+from __future__ import annotations
+
+from playwright.sync_api import Page, expect
+
+
+def add_to_cart(page: Page, base_url: str, index: int = 0) -> None:
+    page.goto(f"{base_url}/")
+    page.get_by_role("button", name="Add to cart").nth(index).click()
+    expect(page.get_by_role("status").first).to_contain_text("Added")
+
+
+def fill_checkout(page: Page, base_url: str, card: str, email: str = "shopper@example.com") -> None:
+    page.goto(f"{base_url}/checkout")
+    page.get_by_label("Email").fill(email)
+    page.get_by_label("Card number").fill(card)
+
+
+def capture_form(page: Page) -> dict[str, str]:
+    """The checkout form's fields as the browser would send them."""
+    return page.evaluate(
+        "() => Object.fromEntries(new FormData(document.getElementById('checkout-form')))"
+    )
+
+
+def resubmit(page: Page, base_url: str, fields: dict[str, str]) -> None:
+    """Submit a form with exactly these fields from the current page: a resubmitted old form."""
+    page.evaluate(
+        """([action, fields]) => {
+            const form = document.createElement('form');
+            form.method = 'post';
+            form.action = action;
+            for (const [name, value] of Object.entries(fields)) {
+                const input = document.createElement('input');
+                input.type = 'hidden'; input.name = name; input.value = value;
+                form.appendChild(input);
+            }
+            document.body.appendChild(form);
+            form.submit();
+        }""",
+        [f"{base_url}/checkout", fields],
+    )

@@ -1,0 +1,118 @@
+"""The double-click tests people copy: each ends in one order and one charge."""
+from __future__ import annotations
+
+import re
+
+from playwright.sync_api import Browser, Page, Route, expect
+
+from tests.browser.shopping import add_to_cart, capture_form, fill_checkout, resubmit
+from tests.conftest import LiveServer
+from tests.helpers import GOOD_CARD, SLOW_CARD, Ledger
+
+ORDER_URL = re.compile(r"/orders/ord_[0-9a-f]+")
+
+
+def test_a_double_click_on_pay_places_one_order_and_one_charge(page: Page, live_server: LiveServer,
+                                                              ledger: Ledger) -> None:
+    add_to_cart(page, live_server.url)
+    fill_checkout(page, live_server.url, SLOW_CARD)
+    page.get_by_test_id("pay-button").dblclick()
+    expect(page).to_have_url(ORDER_URL, timeout=15_000)
+    expect(page.get_by_test_id("order-status")).to_have_text("paid")
+    assert len(ledger.orders()) == 1
+    assert len(ledger.succeeded_charges()) == 1
+
+
+def test_without_javascript_two_real_submits_charge_once_and_show_the_replay(browser: Browser,
+                                                                             live_server: LiveServer,
+                                                                             ledger: Ledger) -> None:
+    context = browser.new_context(java_script_enabled=False)
+    page = context.new_page()
+    add_to_cart_no_js(page, live_server.url)
+    fill_checkout(page, live_server.url, SLOW_CARD)
+    box = page.get_by_test_id("pay-button").bounding_box()
+    assert box is not None
+    x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+    page.mouse.click(x, y)
+    # Press again once the first POST has reached the server (the slow card holds it there);
+    # pressed sooner, Chromium may cancel the first before it leaves.
+    assert live_server.wait_for_posts("/checkout", 1)
+    page.mouse.click(x, y)  # the button is not disabled: no JavaScript
+    answers = live_server.wait_for_answers("/checkout", 2)
+
+    [order] = ledger.orders()
+    assert len(ledger.succeeded_charges()) == 1
+    # Both submits reached the server: one placed the order, the other was answered with it as a replay.
+    assert sorted(answers) == [("303", f"/orders/{order.public_id}"),
+                               ("303", f"/orders/{order.public_id}?replayed=1")]
+    expect(page.get_by_test_id("order-id")).to_have_text(order.public_id)
+    # Chromium nearly always shows the second answer (the replay); if it kept the first, the
+    # shopper sees the same order without the notice, which is right too.
+    if page.url.endswith("?replayed=1"):
+        expect(page.get_by_test_id("replay-notice")).to_be_visible()
+    context.close()
+
+
+def add_to_cart_no_js(page: Page, base_url: str) -> None:
+    page.goto(f"{base_url}/")
+    page.get_by_role("button", name="Add to cart").first.click()
+    expect(page.get_by_test_id("cart-count")).to_have_text("1")
+
+
+def test_a_lost_answer_then_reload_and_pay_again_shows_the_replay_and_one_charge(page: Page,
+                                                                               live_server: LiveServer,
+                                                                               ledger: Ledger) -> None:
+    add_to_cart(page, live_server.url)
+    fill_checkout(page, live_server.url, GOOD_CARD)
+    saved_cookies = page.context.cookies()
+
+    def lose_the_answer(route: Route) -> None:
+        if route.request.method != "POST":
+            route.continue_()
+            return
+        route.fetch()  # the server gets the payment and answers ...
+        route.abort()  # ... and the answer is lost on the way back
+
+    page.route("**/checkout", lose_the_answer)
+    with page.expect_event("requestfailed"):
+        page.get_by_test_id("pay-button").click()
+    assert len(ledger.orders()) == 1  # the payment happened; the shopper never heard
+    page.unroute("**/checkout")
+    page.context.clear_cookies()
+    page.context.add_cookies(saved_cookies)  # the lost answer's cookie never arrived either
+
+    page.goto(f"{live_server.url}/checkout")
+    expect(page.get_by_test_id("already-paid")).to_be_visible()
+    page.get_by_label("Card number").fill(GOOD_CARD)
+    page.get_by_label("Email").fill("shopper@example.com")
+    page.get_by_test_id("pay-button").click()
+    expect(page.get_by_test_id("replay-notice")).to_be_visible()
+    assert len(ledger.orders()) == 1
+    assert len(ledger.succeeded_charges()) == 1
+
+
+def test_the_back_button_after_paying_then_pay_again_shows_the_replay(page: Page, live_server: LiveServer,
+                                                                     ledger: Ledger) -> None:
+    add_to_cart(page, live_server.url)
+    fill_checkout(page, live_server.url, GOOD_CARD)
+    fields = capture_form(page)
+    page.get_by_test_id("pay-button").click()
+    expect(page.get_by_test_id("order-status")).to_have_text("paid")
+    page.go_back()
+    resubmit(page, live_server.url, fields)  # the old form, sent again
+    expect(page.get_by_test_id("replay-notice")).to_be_visible()
+    [order] = ledger.orders()
+    expect(page.get_by_test_id("order-id")).to_have_text(order.public_id)
+    assert len(ledger.succeeded_charges()) == 1
+
+
+def test_a_form_whose_cart_changed_gets_the_out_of_date_page(page: Page, live_server: LiveServer,
+                                                            ledger: Ledger) -> None:
+    add_to_cart(page, live_server.url)
+    fill_checkout(page, live_server.url, GOOD_CARD)
+    other_tab = page.context.new_page()
+    add_to_cart(other_tab, live_server.url, index=1)
+    other_tab.close()
+    page.get_by_test_id("pay-button").click()
+    expect(page.get_by_role("heading", name="This checkout page is out of date")).to_be_visible()
+    assert ledger.orders() == [] and ledger.charges() == []

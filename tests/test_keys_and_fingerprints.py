@@ -1,0 +1,43 @@
+"""What a key may look like, and what the fingerprint covers."""
+from __future__ import annotations
+
+import pytest
+
+from checkout.idempotency import MalformedKey, MissingKey, fingerprint, parse_key
+
+
+@pytest.mark.parametrize("raw", [None, "", "   "])
+def test_a_missing_key_is_refused(raw: str | None) -> None:
+    with pytest.raises(MissingKey):
+        parse_key(raw)
+
+
+@pytest.mark.parametrize("raw", ["x" * 15, "x" * 256, "sixteen chars ok", "tab\there-0000000", "é" * 16,
+                                 '"bad\\escape-1234567"'])
+def test_malformed_keys_are_refused(raw: str) -> None:
+    with pytest.raises(MalformedKey):
+        parse_key(raw)
+
+
+@pytest.mark.parametrize("raw,key", [
+    ("x" * 16, "x" * 16),
+    ("x" * 255, "x" * 255),
+    ("  9f1c0e0a-7d4b-4b9e-8d0e-1a2b3c4d5e6f ", "9f1c0e0a-7d4b-4b9e-8d0e-1a2b3c4d5e6f"),
+    ('"9f1c0e0a-7d4b-4b9e-8d0e-1a2b3c4d5e6f"', "9f1c0e0a-7d4b-4b9e-8d0e-1a2b3c4d5e6f"),
+    ('"quoted\\"inside-12345"', 'quoted"inside-12345'),
+])
+def test_valid_keys_are_16_to_255_visible_ascii_and_may_be_quoted(raw: str, key: str) -> None:
+    assert parse_key(raw) == key
+
+
+def test_the_fingerprint_ignores_key_order_but_not_values() -> None:
+    a = fingerprint("s", "POST", "/api/orders", {"email": "a@x.io", "card_number": "4242424242424242"})
+    b = fingerprint("s", "post", "/api/orders", {"card_number": "4242424242424242", "email": "a@x.io"})
+    c = fingerprint("s", "POST", "/api/orders", {"email": "b@x.io", "card_number": "4242424242424242"})
+    assert a == b != c
+
+
+def test_the_fingerprint_depends_on_the_secret_and_hides_the_card() -> None:
+    body = {"card_number": "4242424242424242"}
+    assert fingerprint("one", "POST", "/e", body) != fingerprint("two", "POST", "/e", body)
+    assert "4242" not in fingerprint("one", "POST", "/e", body)
