@@ -45,6 +45,9 @@ from checkout.idempotency.models import (
 
 WORKER = f"{socket.gethostname()}:{os.getpid()}"
 POLL_SECONDS = 0.1
+# A request in progress usually ends within seconds; a dead owner's lease is taken over
+# when it expires. Either way a client should look again soon, not wait out the lease.
+MAX_RETRY_AFTER = 2
 
 
 @dataclass(frozen=True)
@@ -235,7 +238,7 @@ class Operation:
 def _retry_after(locked_until: datetime | None, now: datetime) -> int:
     if locked_until is None:
         return 1
-    return max(1, math.ceil((locked_until - now).total_seconds()))
+    return min(MAX_RETRY_AFTER, max(1, math.ceil((locked_until - now).total_seconds())))
 
 
 def _read(scope: Scope) -> IdempotencyRecord | None:
