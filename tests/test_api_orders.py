@@ -55,7 +55,7 @@ def test_replay_returns_the_stored_status_and_byte_identical_body(client: FlaskC
 def test_same_key_still_in_progress_is_409_with_retry_after(client: FlaskClient, app, ledger: Ledger) -> None:
     from checkout.extensions import db
     from checkout.idempotency import Scope, Settings, claim, fingerprint
-    from checkout.shop.api import ENDPOINT
+    from checkout.shop.responders import API_ENDPOINT as ENDPOINT
 
     key = new_key()
     with app.app_context():  # another worker holds the key, mid-operation

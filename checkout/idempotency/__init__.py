@@ -15,11 +15,13 @@ from checkout.idempotency.engine import (
     Settings,
     StoredResponse,
     Unfinished,
+    abandoned,
     claim,
     execute,
     peek,
     purge,
     record_event,
+    take_over,
 )
 from checkout.idempotency.fingerprint import fingerprint
 from checkout.idempotency.keys import MalformedKey, MissingKey, parse_key
@@ -37,5 +39,5 @@ __all__ = [
     "Done", "IdempotencyEvent", "IdempotencyRecord", "InProgress", "LeaseLost",
     "MalformedKey", "Mismatch", "MissingKey", "Operation", "Outcome", "RetryLater",
     "Scope", "Settings", "StoredResponse", "Unfinished",
-    "claim", "execute", "fingerprint", "parse_key", "peek", "purge", "record_event",
+    "abandoned", "claim", "execute", "fingerprint", "parse_key", "peek", "purge", "record_event", "take_over",
 ]

@@ -220,6 +220,20 @@ class Operation:
     def note(self, name: str, **detail: Any) -> None:
         note(self.scope, name, **detail)
 
+    def discard(self, reason: str) -> None:
+        """Delete the record (nothing happened yet under it), so the next retry starts afresh."""
+        db.session.rollback()
+        result = db.session.execute(
+            sa.delete(IdempotencyRecord)
+            .where(IdempotencyRecord.id == self.record_id, IdempotencyRecord.locked_by == self.owner)
+            .execution_options(synchronize_session=False)
+        )
+        if result.rowcount != 1:
+            db.session.rollback()
+            raise LeaseLost(f"operation {self.scope.key!r} is no longer ours")
+        note(self.scope, "discarded", reason=reason)
+        db.session.commit()
+
     def release(self, reason: str) -> None:
         """Give the lease back without an outcome, so a retry resumes at once."""
         db.session.rollback()
@@ -313,22 +327,59 @@ def claim(scope: Scope, fingerprint: str, settings: Settings, *,
             return InProgress(retry_after)
         # The lease expired (a crashed worker) or was released (an unknown outcome):
         # take it over with a compare-and-set, so only one retry resumes.
-        taken = db.session.execute(
-            sa.update(IdempotencyRecord)
-            .where(
-                IdempotencyRecord.id == record.id,
-                IdempotencyRecord.state == IN_PROGRESS,
-                sa.or_(IdempotencyRecord.locked_by.is_(None), IdempotencyRecord.locked_until < now),
-            )
-            .values(locked_by=owner, locked_until=lease_end, updated_at=now)
-            .execution_options(synchronize_session=False)
-        )
-        if taken.rowcount == 1:
-            note(scope, "resumed", recovery_point=record.recovery_point, owner=owner[:8])
-            db.session.commit()
-            return Operation(scope, record.id, owner, record.recovery_point, resumed=True, settings=settings)
-        db.session.rollback()  # somebody else took it over first: look again
+        operation = take_over(record, settings, now=now)
+        if operation is not None:
+            return operation
+        # somebody else took it over first: look again
     return InProgress(retry_after=1)
+
+
+def take_over(record: IdempotencyRecord, settings: Settings, *, now: datetime | None = None,
+              by: str = "resumed") -> Operation | None:
+    """Take an expired or released lease with a compare-and-set UPDATE (None if someone else won).
+
+    The UPDATE only matches while the lease is still free, so of two racing
+    retries exactly one gets a row count of 1. On PostgreSQL the loser waits
+    for the winner's row lock, re-reads the row and no longer matches.
+    """
+    now = now or utcnow()
+    owner = secrets.token_hex(16)
+    taken = db.session.execute(
+        sa.update(IdempotencyRecord)
+        .where(
+            IdempotencyRecord.id == record.id,
+            IdempotencyRecord.state == IN_PROGRESS,
+            sa.or_(IdempotencyRecord.locked_by.is_(None), IdempotencyRecord.locked_until < now),
+        )
+        .values(locked_by=owner, locked_until=now + timedelta(seconds=settings.lease_seconds), updated_at=now)
+        .execution_options(synchronize_session=False)
+    )
+    scope = Scope(record.customer, record.endpoint, record.key)
+    if taken.rowcount != 1:
+        db.session.rollback()
+        return None
+    note(scope, by, recovery_point=record.recovery_point, owner=owner[:8])
+    db.session.commit()
+    return Operation(scope, record.id, owner, record.recovery_point, resumed=True, settings=settings)
+
+
+def abandoned(settings: Settings, *, now: datetime | None = None) -> list[IdempotencyRecord]:
+    """In-progress records nobody is working on: the lease expired, or was released a lease ago."""
+    now = now or utcnow()
+    quiet_since = now - timedelta(seconds=settings.lease_seconds)
+    records = db.session.scalars(
+        sa.select(IdempotencyRecord)
+        .where(
+            IdempotencyRecord.state == IN_PROGRESS,
+            sa.or_(
+                IdempotencyRecord.locked_until < now,
+                sa.and_(IdempotencyRecord.locked_by.is_(None), IdempotencyRecord.updated_at < quiet_since),
+            ),
+        )
+        .order_by(IdempotencyRecord.id)
+    ).all()
+    db.session.commit()
+    return list(records)
 
 
 def _same_fingerprint(stored: str, offered: str) -> bool:

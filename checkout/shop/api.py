@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import sqlalchemy as sa
-from flask import Blueprint, Response, request, url_for
+from flask import Blueprint, Response, request
 
 from checkout.extensions import csrf, db
 from checkout.idempotency import (
@@ -15,7 +15,6 @@ from checkout.idempotency import (
     Mismatch,
     MissingKey,
     Scope,
-    StoredResponse,
     Unfinished,
     execute,
     fingerprint,
@@ -23,16 +22,16 @@ from checkout.idempotency import (
 )
 from checkout.problems import json_bytes, problem
 from checkout.shop.identity import api_customer
-from checkout.shop.models import Customer, Order, Product
+from checkout.shop.models import Customer, Product
 from checkout.shop.orders_page import order_of, orders_of
 from checkout.shop.placement import OrderRequest, place_order
+from checkout.shop.responders import API_ENDPOINT, ApiResponder
 from checkout.shop.runtime import fingerprint_secret, gateway, idempotency_settings
 from checkout.shop.validation import validate_order
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 csrf.exempt(bp)  # bearer tokens are not cookies: no CSRF to forge
 
-ENDPOINT = "POST /api/orders"
 
 
 class Unauthorized(Exception):
@@ -54,23 +53,6 @@ def _unauthorized(_error: Unauthorized) -> Response:
 
 def _json(payload: object, status: int = 200) -> Response:
     return Response(json_bytes(payload), status=status, mimetype="application/json")
-
-
-class ApiResponder:
-    """The API's answers, stored byte for byte and replayed as they are."""
-
-    def paid(self, order: Order) -> StoredResponse:
-        return StoredResponse(
-            201,
-            {"Content-Type": "application/json",
-             "Location": url_for("api.get_order", order_id=order.public_id)},
-            json_bytes(order.to_json()),
-        )
-
-    def declined(self, order: Order) -> StoredResponse:
-        body = problem(402, "Card declined", "The card was declined. Nothing was charged.",
-                       type_="card-declined", order_id=order.public_id).get_data()
-        return StoredResponse(402, {"Content-Type": "application/problem+json"}, body)
 
 
 @bp.get("/products")
@@ -114,8 +96,8 @@ def create_order() -> Response:
         # Nothing is stored: the client may fix the body and reuse the key.
         return problem(422, "Invalid order", "Some fields are invalid.", errors=errors)
 
-    scope = Scope(customer.public_id, ENDPOINT, key)
-    request_fingerprint = fingerprint(fingerprint_secret(), "POST", ENDPOINT, valid.normalized())
+    scope = Scope(customer.public_id, API_ENDPOINT, key)
+    request_fingerprint = fingerprint(fingerprint_secret(), "POST", API_ENDPOINT, valid.normalized())
     order_request = OrderRequest(customer_id=customer.id, idempotency_key=key, lines=valid.lines,
                                  email=valid.email, card_number=valid.card_number, currency=valid.currency)
     outcome = execute(

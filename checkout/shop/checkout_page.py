@@ -18,7 +18,6 @@ from checkout.idempotency import (
     Mismatch,
     MissingKey,
     Scope,
-    StoredResponse,
     Unfinished,
     execute,
     fingerprint,
@@ -28,28 +27,17 @@ from checkout.idempotency import (
 from checkout.shop import cart
 from checkout.shop.forms import CheckoutForm
 from checkout.shop.identity import browser_customer, ensure_browser_identity
-from checkout.shop.models import Order
 from checkout.shop.placement import OrderRequest, place_order
+from checkout.shop.responders import BROWSER_ENDPOINT, OUTCOME_HEADER, BrowserResponder
 from checkout.shop.runtime import fingerprint_secret, gateway, idempotency_settings
 
 bp = Blueprint("checkout", __name__)
 
-ENDPOINT = "POST /checkout"
 CURRENCY = "USD"
 
 
-class BrowserResponder:
-    """The browser's stored answer: where the order is. The view renders from it."""
-
-    def paid(self, order: Order) -> StoredResponse:
-        return StoredResponse(303, {"Location": url_for("orders.show", order_id=order.public_id)})
-
-    def declined(self, order: Order) -> StoredResponse:
-        return StoredResponse(402, {"Location": url_for("orders.show", order_id=order.public_id)})
-
-
 def _scope(key: str) -> Scope:
-    return Scope(ensure_browser_identity(), ENDPOINT, key)
+    return Scope(ensure_browser_identity(), BROWSER_ENDPOINT, key)
 
 
 def _paid_order_url(key: str) -> str | None:
@@ -119,7 +107,7 @@ def pay() -> tuple[str, int] | Response:
     scope = _scope(key)
     card_number = digits_only(form.card_number.data or "")
     email = (form.email.data or "").strip()
-    request_fingerprint = fingerprint(fingerprint_secret(), "POST", ENDPOINT,
+    request_fingerprint = fingerprint(fingerprint_secret(), "POST", BROWSER_ENDPOINT,
                            {"email": email, "card_number": card_number, "cart_version": form.cart_version.data})
 
     if peek(scope) is None:
@@ -150,13 +138,16 @@ def _answer(outcome: object, form: CheckoutForm, key: str) -> tuple[str, int] | 
             # Paid. Clear the cart on the replay too: the last cookie the browser keeps may be this one's.
             cart.clear()
             return redirect(location + ("?replayed=1" if outcome.replayed else ""), 303)
-        # Declined: final under this key. Offer another try with a new key.
+        # Declined (or abandoned and ended by reconcile): final under this key. Offer another try with a new key.
         remembered = cart.remembered_key()
         next_key = remembered[0] if remembered and remembered[0] != key else cart.remember_new_key()
         retry = CheckoutForm(formdata=None, email=form.email.data, idempotency_key=next_key,
                              cart_version=str(cart.version()))
-        return _render_form(retry, 402, error="Your card was declined. Nothing was charged; "
-                                              "try another card.")
+        if outcome.response.headers.get(OUTCOME_HEADER) == "abandoned":
+            message = "That payment was never completed, and nothing was charged. Please pay again."
+        else:
+            message = "Your card was declined. Nothing was charged; try another card."
+        return _render_form(retry, 402, error=message)
     if isinstance(outcome, InProgress):
         return render_template("shop/processing.html", key=key), 202
     if isinstance(outcome, Mismatch):

@@ -10,8 +10,6 @@ with a key derived from the order: asking it again can never charge twice.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
-
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
@@ -24,7 +22,8 @@ from checkout.gateway import (
     GatewayUnavailable,
 )
 from checkout.idempotency import STARTED, Operation, RetryLater, StoredResponse, record_event
-from checkout.shop.models import DECLINED, PAID, PENDING, Order, OrderItem, public_id
+from checkout.shop.models import DECLINED, FAILED, PAID, PENDING, Order, OrderItem, public_id
+from checkout.shop.responders import Responder
 
 ORDER_CREATED = "order_created"
 CHARGE_ATTEMPTED = "charge_attempted"
@@ -50,14 +49,6 @@ class OrderRequest:
     @property
     def total_cents(self) -> int:
         return sum(line.quantity * line.unit_price_cents for line in self.lines)
-
-
-class Responder(Protocol):
-    """How the calling endpoint answers; its answer is what gets stored and replayed."""
-
-    def paid(self, order: Order) -> StoredResponse: ...
-
-    def declined(self, order: Order) -> StoredResponse: ...
 
 
 def gateway_key_for(order_public_id: str) -> str:
@@ -117,7 +108,7 @@ def place_order(operation: Operation, request: OrderRequest, respond: Responder,
     if order.status != PENDING:
         # The order outlived its idempotency record (purged): answer from the order itself.
         with operation.phase():
-            operation.complete(respond.paid(order) if order.status == PAID else respond.declined(order))
+            operation.complete(answer_for(order, respond))
         return
 
     with operation.phase():
@@ -153,3 +144,13 @@ def finish_paid(operation: Operation, order: Order, charge: Charge, respond: Res
         order.charge_id = charge.id
         operation.note("charged", order_id=order.public_id, charge_id=charge.id)
         operation.complete(respond.paid(order))
+
+
+def answer_for(order: Order, respond: Responder) -> StoredResponse:
+    """The endpoint's answer for an order that already has its outcome."""
+    if order.status == PAID:
+        return respond.paid(order)
+    if order.status == DECLINED:
+        return respond.declined(order)
+    assert order.status == FAILED
+    return respond.abandoned(order)
