@@ -6,6 +6,8 @@ from flask import Flask, current_app
 from flask.cli import AppGroup
 
 from checkout.idempotency import purge
+from checkout.shop.reconcile import reconcile
+from checkout.shop.runtime import gateway, idempotency_settings
 from checkout.shop.seed import seed
 
 
@@ -26,5 +28,13 @@ def register_commands(app: Flask) -> None:
         """Delete completed records past their lifetime (never an unfinished one)."""
         removed = purge()
         click.echo(f"purged {removed} expired idempotency records")
+
+    @idempotency.command("reconcile")
+    def reconcile_command() -> None:
+        """Finish operations abandoned past their lease, by asking the gateway."""
+        results = reconcile(gateway(), idempotency_settings())
+        for result in results:
+            click.echo(str(result))
+        click.echo(f"reconciled {sum(r.outcome != 'skipped' for r in results)} abandoned operations")
 
     app.cli.add_command(idempotency)

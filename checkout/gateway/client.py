@@ -110,14 +110,12 @@ class Gateway:
         card = behaviour(digits)
         if card is Behaviour.UNAVAILABLE_ONCE and self._first_fault(gateway_key, "unavailable"):
             raise GatewayUnavailable("the gateway is unavailable; nothing was charged")
-        answer_lost = False
-        if card is Behaviour.SLOW:
-            if self.slow_seconds > self.timeout_seconds:
-                # We stop waiting, but the provider goes on and charges.
-                time.sleep(self.timeout_seconds)
-                answer_lost = True
-            else:
-                time.sleep(self.slow_seconds)
+        # The slow card spends half its delay before charging and half answering, so a
+        # worker can die (or give up) either before or after the charge exists.
+        delay = self.slow_seconds / 2 if card is Behaviour.SLOW else 0.0
+        answer_lost = card is Behaviour.SLOW and self.slow_seconds > self.timeout_seconds
+        if delay:
+            time.sleep(min(delay, self.timeout_seconds))
 
         status = DECLINED if card is Behaviour.DECLINED else SUCCEEDED
         charge, created = self._insert(gateway_key, reference, amount_cents, currency, status, last4(digits))
@@ -125,9 +123,10 @@ class Gateway:
             raise ReferenceAlreadyCharged(f"{reference} already has a succeeded charge under another key")
         if not created:
             return self._repeat(charge, amount_cents, currency, reference)
-        if card is Behaviour.ANSWER_LOST_ONCE:
-            answer_lost = True
-        if answer_lost:
+        if delay:
+            time.sleep(max(0.0, min(delay, self.timeout_seconds - delay)))
+        if card is Behaviour.ANSWER_LOST_ONCE or answer_lost:
+            # The provider charged, but we stopped listening (timeout) or the answer was lost.
             raise GatewayTimeout("no answer from the gateway; the charge may exist")
         if charge.status == DECLINED:
             raise CardDeclined(charge)
