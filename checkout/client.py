@@ -1,0 +1,140 @@
+"""A retry client for the API: the client half of the idempotency pattern.
+
+    python -m checkout.client --url http://127.0.0.1:5000 --token demo-alice-token \\
+        --sku MUG-01 --quantity 2 --email alice@example.com --card "4000 0000 0000 0119"
+
+It makes one key before the first attempt and sends it, with the same body,
+on every retry. It retries what may succeed later (a network error, 409 in
+progress, 502/503/504) with exponential backoff and full jitter, honouring
+Retry-After, and never retries any other 4xx: those need a changed request.
+
+``--wrong-way`` makes a new key for every retry: the classic mistake. Against
+a lost answer (card 4000 0000 0000 0259) it charges twice.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+RETRYABLE = {409, 502, 503, 504}
+
+
+@dataclass
+class Attempt:
+    number: int
+    key: str
+    status: int | None  # None: no answer (network error or timeout)
+    detail: str
+    waited: float = 0.0
+
+
+@dataclass
+class Result:
+    status: int | None
+    body: bytes
+    headers: dict[str, str]
+    attempts: list[Attempt] = field(default_factory=list)
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+def backoff(attempt: int, base: float, cap: float, retry_after: str | None, rng: random.Random) -> float:
+    """Full jitter, but never sooner than the server asked."""
+    delay = rng.uniform(0, min(cap, base * 2 ** (attempt - 1)))
+    if retry_after and retry_after.strip().isdigit():
+        delay = max(delay, float(retry_after))
+    return delay
+
+
+def place_order(base_url: str, token: str, body: dict[str, Any], *, key: str | None = None,
+                max_attempts: int = 8, base_delay: float = 0.25, max_delay: float = 5.0, timeout: float = 10.0,
+                wrong_way: bool = False, log: Callable[[str], None] = lambda _line: None,
+                sleep: Callable[[float], None] = time.sleep, rng: random.Random | None = None) -> Result:
+    rng = rng or random.Random()
+    key = key or str(uuid.uuid4())  # made once, before the first attempt
+    payload = json.dumps(body).encode()  # the same bytes on every attempt
+    attempts: list[Attempt] = []
+    for number in range(1, max_attempts + 1):
+        if wrong_way and number > 1:
+            key = str(uuid.uuid4())  # THE MISTAKE: a retry that is a new operation
+        request = urllib.request.Request(
+            f"{base_url.rstrip('/')}/api/orders", data=payload, method="POST",
+            headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}",
+                     "Idempotency-Key": key},
+        )
+        status: int | None
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                status, raw, headers = response.status, response.read(), dict(response.headers)
+        except urllib.error.HTTPError as error:
+            with error:
+                status, raw, headers = error.code, error.read(), dict(error.headers)
+        except (urllib.error.URLError, OSError) as error:
+            status, raw, headers = None, b"", {}
+            detail = f"no answer ({getattr(error, 'reason', error)})"
+        else:
+            detail = ""
+        if status is not None:
+            detail = _describe(status, raw, headers)
+        attempt = Attempt(number, key, status, detail)
+        attempts.append(attempt)
+        retryable = status is None or status in RETRYABLE
+        if not retryable or number == max_attempts:
+            log(f"attempt {number} key={key[:8]}… -> {detail}")
+            return Result(status, raw, headers, attempts)
+        attempt.waited = backoff(number, base_delay, max_delay, headers.get("Retry-After"), rng)
+        log(f"attempt {number} key={key[:8]}… -> {detail}; retrying in {attempt.waited:.2f}s")
+        sleep(attempt.waited)
+    raise AssertionError("unreachable")
+
+
+def _describe(status: int, raw: bytes, headers: dict[str, str]) -> str:
+    text = f"{status}"
+    if headers.get("Idempotent-Replayed") == "true":
+        text += " (replayed)"
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        return text
+    if isinstance(body, dict):
+        if "title" in body:
+            text += f" {body['title']}"
+        elif "id" in body:
+            text += f" order {body['id']} {body.get('status', '')}".rstrip()
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m checkout.client", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--url", default="http://127.0.0.1:5000")
+    parser.add_argument("--token", default="demo-alice-token")
+    parser.add_argument("--sku", default="MUG-01")
+    parser.add_argument("--quantity", type=int, default=1)
+    parser.add_argument("--email", default="alice@example.com")
+    parser.add_argument("--card", default="4242 4242 4242 4242")
+    parser.add_argument("--key", help="reuse this Idempotency-Key (default: a new UUID4)")
+    parser.add_argument("--attempts", type=int, default=8)
+    parser.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for each answer")
+    parser.add_argument("--wrong-way", action="store_true",
+                        help="WRONG WAY, for the workshop: a new key on every retry (charges twice)")
+    args = parser.parse_args(argv)
+    if args.wrong_way:
+        print("!! wrong way: every retry gets a NEW Idempotency-Key; the server cannot tell retries apart")
+    body = {"items": [{"sku": args.sku, "quantity": args.quantity}], "email": args.email, "card_number": args.card}
+    result = place_order(args.url, args.token, body, key=args.key, max_attempts=args.attempts,
+                         timeout=args.timeout, wrong_way=args.wrong_way, log=print)
+    print(result.body.decode(errors="replace"))
+    return 0 if result.status is not None and result.status < 400 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,162 @@
+"""Real gunicorn processes (4 workers each), on this run's database (SQLite, or
+PostgreSQL when TEST_DATABASE_URL is set): races across workers and servers,
+and workers killed with SIGKILL in the middle of a payment."""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+from flask import Flask
+from flask.testing import FlaskCliRunner
+
+from checkout import client as retry_client
+from tests.conftest import POSTGRES_URL
+from tests.helpers import ALICE, GOOD_CARD, SLOW_CARD, Ledger, order_body
+from tests.http import Reply, post_json
+from tests.servers import Server, gunicorn
+from tests.test_failures import age_every_record
+
+pytestmark = pytest.mark.slow
+BACKEND = "postgresql" if POSTGRES_URL else "sqlite"
+
+
+@pytest.fixture
+def instance(tmp_path: Path) -> Path:
+    path = tmp_path / "gunicorn"
+    path.mkdir()
+    return path
+
+
+def race(count: int, call: Callable[[int], Reply]) -> list[Reply]:
+    barrier = threading.Barrier(count)
+
+    def one(index: int) -> Reply:
+        barrier.wait()
+        return call(index)
+
+    with ThreadPoolExecutor(max_workers=count) as pool:
+        return list(pool.map(one, range(count)))
+
+
+def wait_for(condition: Callable[[], Any], timeout: float = 20) -> Any:
+    """Poll the ledger until ``condition`` holds: we synchronise on what the database shows."""
+    deadline = time.monotonic() + timeout
+    pause = threading.Event()
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        pause.wait(0.02)
+    raise AssertionError("the condition never held")
+
+
+def test_100_requests_with_one_key_over_two_servers_make_one_order_and_one_charge(
+        app: Flask, database_url: str, instance: Path, ledger: Ledger) -> None:
+    key = str(uuid.uuid4())
+    with gunicorn(database_url, instance, servers=2) as servers:
+        replies = race(100, lambda i: post_json(f"{servers[i % 2].url}/api/orders", order_body(card=SLOW_CARD),
+                                                {**ALICE, "Idempotency-Key": key}))
+        final = post_json(f"{servers[0].url}/api/orders", order_body(card=SLOW_CARD),
+                          {**ALICE, "Idempotency-Key": key})
+    statuses = [r.status for r in replies]
+    created = [r.body for r in replies if r.status == 201] + [final.body]
+    print(f"[{BACKEND}] 100 same-key requests over 2 servers x 4 workers: "
+          f"{statuses.count(201)} x 201, {statuses.count(409)} x 409; "
+          f"orders={len(ledger.orders())} succeeded charges={len(ledger.succeeded_charges())}")
+    assert all(status in (201, 409) for status in statuses), sorted(set(statuses))
+    assert final.status == 201 and final.headers.get("Idempotent-Replayed") == "true"
+    assert len(set(created)) == 1
+    assert len(ledger.orders()) == 1
+    assert len(ledger.succeeded_charges()) == 1
+
+
+def test_50_distinct_keys_at_once_make_50_orders_and_50_charges(app: Flask, database_url: str, instance: Path,
+                                                                ledger: Ledger) -> None:
+    with gunicorn(database_url, instance, servers=1) as [server]:
+        replies = race(50, lambda _i: post_json(f"{server.url}/api/orders", order_body(card=GOOD_CARD),
+                                                {**ALICE, "Idempotency-Key": str(uuid.uuid4())}))
+    print(f"[{BACKEND}] 50 distinct keys at once: {[r.status for r in replies].count(201)} x 201; "
+          f"orders={len(ledger.orders())} succeeded charges={len(ledger.succeeded_charges())}")
+    assert [r.status for r in replies] == [201] * 50
+    assert len({r.json()["id"] for r in replies}) == 50
+    assert len(ledger.orders()) == 50
+    assert len(ledger.succeeded_charges()) == 50
+
+
+def worker_of(ledger: Ledger, event: str) -> int:
+    """The pid of the worker that recorded ``event`` (events carry host:pid)."""
+    from checkout.idempotency import IdempotencyEvent
+
+    events = [e for e in ledger._all(IdempotencyEvent) if e.name == event]
+    return int(events[0].worker.rsplit(":", 1)[1]) if events else 0
+
+
+def pay_in_background(url: str, key: str) -> threading.Thread:
+    """A client whose connection will die with the worker: it gets no answer."""
+
+    def pay() -> None:
+        try:
+            post_json(f"{url}/api/orders", order_body(card=SLOW_CARD), {**ALICE, "Idempotency-Key": key})
+        except OSError:  # the worker died: the connection closes without an answer
+            pass
+
+    thread = threading.Thread(target=pay, daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize("moment", ["before the gateway charged", "after the gateway charged"])
+def test_a_worker_killed_mid_payment_is_resumed_by_the_retry(app: Flask, database_url: str, instance: Path,
+                                                            ledger: Ledger, moment: str) -> None:
+    key = str(uuid.uuid4())
+    with gunicorn(database_url, instance, settings={"CHECKOUT_LEASE_SECONDS": "2",
+                                                    "CHECKOUT_SLOW_CARD_SECONDS": "4"}) as [server]:
+        client = pay_in_background(server.url, key)
+        pid = wait_for(lambda: worker_of(ledger, "gateway_called"))
+        if moment == "after the gateway charged":
+            wait_for(ledger.charges)
+        else:
+            assert ledger.charges() == []
+        os.kill(pid, signal.SIGKILL)
+        client.join(timeout=30)
+        charged_before_retry = len(ledger.charges())
+        lines: list[str] = []
+        result = retry_client.place_order(server.url, "demo-alice-token", order_body(card=SLOW_CARD), key=key,
+                                          max_attempts=20, base_delay=0.2, max_delay=1.0, log=lines.append)
+    print(f"[{BACKEND}] worker killed {moment}: charges at the kill={charged_before_retry}; retry: "
+          + " | ".join(lines))
+    assert charged_before_retry == (1 if moment.startswith("after") else 0)
+    assert result.status == 201
+    [order] = ledger.orders()
+    assert order.status == "paid"
+    [charge] = ledger.succeeded_charges()
+    assert result.json()["charge_id"] == charge.id
+    assert "resumed" in ledger.events()
+
+
+def test_reconcile_finishes_a_payment_whose_worker_died_and_whose_client_never_came_back(
+        app: Flask, database_url: str, instance: Path, ledger: Ledger, runner: FlaskCliRunner) -> None:
+    key = str(uuid.uuid4())
+    with gunicorn(database_url, instance, settings={"CHECKOUT_SLOW_CARD_SECONDS": "4"}) as [server]:
+        client = pay_in_background(server.url, key)
+        pid = wait_for(lambda: worker_of(ledger, "gateway_called"))
+        wait_for(ledger.charges)
+        os.kill(pid, signal.SIGKILL)
+        client.join(timeout=30)
+    assert [o.status for o in ledger.orders()] == ["pending"]
+    age_every_record(app)  # the dead worker's lease runs out
+    output = runner.invoke(args=["idempotency", "reconcile"]).output
+    print(f"[{BACKEND}] reconcile after a killed worker: {output.strip()}")
+    assert "reconciled 1" in output
+    [order] = ledger.orders()
+    assert order.status == "paid"
+    assert len(ledger.succeeded_charges()) == 1
+    assert [(r.state, r.response_status) for r in ledger.records()] == [("completed", 201)]
