@@ -1,6 +1,9 @@
 """Helpers the tests share: reading the ledger, and the fields of a form."""
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable
 from html.parser import HTMLParser
 from typing import Any
 
@@ -82,3 +85,15 @@ def form_fields(html: str, form_id: str | None = "checkout-form") -> dict[str, s
     parser = _FormParser(form_id)
     parser.feed(html)
     return parser.fields
+
+
+def wait_for(condition: Callable[[], Any], timeout: float = 20) -> Any:
+    """Poll until ``condition`` holds: tests synchronise on what the database shows, not on time."""
+    deadline = time.monotonic() + timeout
+    pause = threading.Event()
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        pause.wait(0.02)
+    raise AssertionError("the condition never held")

@@ -9,7 +9,7 @@ from urllib.parse import urlencode
 import pytest
 
 from tests.conftest import LiveServer
-from tests.helpers import ALICE, BOB, SLOW_CARD, Ledger, form_fields, order_body
+from tests.helpers import ALICE, BOB, SLOW_CARD, Ledger, form_fields, order_body, wait_for
 from tests.http import Reply, post_json, send
 
 pytestmark = pytest.mark.slow
@@ -75,4 +75,36 @@ def test_two_browser_submits_of_one_form_without_javascript_charge_once(live_ser
     [order] = ledger.orders()
     assert sorted(finals) == [f"{live_server.url}/orders/{order.public_id}",
                               f"{live_server.url}/orders/{order.public_id}?replayed=1"]
+    assert len(ledger.succeeded_charges()) == 1
+
+
+@pytest.mark.parametrize("app_overrides", [{"CHECKOUT_BROWSER_WAIT_SECONDS": 0.3, "CHECKOUT_SLOW_CARD_SECONDS": 3}])
+def test_a_second_submit_that_outwaits_its_bound_gets_a_self_refreshing_page_that_ends_on_the_order(
+        live_server: LiveServer, ledger: Ledger, app_overrides: dict) -> None:
+    import http.cookiejar
+    import re
+    import urllib.request
+
+    jar = http.cookiejar.CookieJar()
+    browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+    csrf = form_fields(browser.open(f"{live_server.url}/").read().decode(), form_id=None)["csrf_token"]
+    browser.open(f"{live_server.url}/cart/items", data=urlencode({"csrf_token": csrf, "sku": "MUG-01"}).encode())
+    fields = form_fields(browser.open(f"{live_server.url}/checkout").read().decode())
+    form = urlencode({**fields, "email": "shopper@example.com", "card_number": SLOW_CARD}).encode()
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        first = pool.submit(lambda: browser.open(f"{live_server.url}/checkout", data=form).read())
+        wait_for(ledger.records)  # the first submit has claimed the key
+        second = browser.open(f"{live_server.url}/checkout", data=form)  # waits 0.3 s, then gives up
+        page = second.read().decode()
+        assert second.status == 202
+        assert 'data-testid="processing-notice"' in page
+        refresh = re.search(r'http-equiv="refresh" content="2;url=([^"]+)"', page)
+        assert refresh is not None
+        first.result(timeout=30)  # the first submit finishes its payment
+
+    final = browser.open(f"{live_server.url}{refresh.group(1)}")  # what the page's refresh loads
+    [order] = ledger.orders()
+    assert final.geturl() == f"{live_server.url}/orders/{order.public_id}?replayed=1"
+    assert 'data-testid="replay-notice"' in final.read().decode()
     assert len(ledger.succeeded_charges()) == 1

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import signal
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -19,7 +18,7 @@ from flask.testing import FlaskCliRunner
 
 from checkout import client as retry_client
 from tests.conftest import POSTGRES_URL
-from tests.helpers import ALICE, GOOD_CARD, SLOW_CARD, Ledger, order_body
+from tests.helpers import ALICE, GOOD_CARD, SLOW_CARD, Ledger, order_body, wait_for
 from tests.http import Reply, post_json
 from tests.servers import Server, gunicorn
 from tests.test_failures import age_every_record
@@ -44,18 +43,6 @@ def race(count: int, call: Callable[[int], Reply]) -> list[Reply]:
 
     with ThreadPoolExecutor(max_workers=count) as pool:
         return list(pool.map(one, range(count)))
-
-
-def wait_for(condition: Callable[[], Any], timeout: float = 20) -> Any:
-    """Poll the ledger until ``condition`` holds: we synchronise on what the database shows."""
-    deadline = time.monotonic() + timeout
-    pause = threading.Event()
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        pause.wait(0.02)
-    raise AssertionError("the condition never held")
 
 
 def test_100_requests_with_one_key_over_two_servers_make_one_order_and_one_charge(

@@ -7,7 +7,7 @@ from playwright.sync_api import Browser, Page, Route, expect
 
 from tests.browser.shopping import add_to_cart, capture_form, fill_checkout, resubmit
 from tests.conftest import LiveServer
-from tests.helpers import GOOD_CARD, SLOW_CARD, Ledger
+from tests.helpers import ANSWER_LOST_CARD, GOOD_CARD, SLOW_CARD, Ledger
 
 ORDER_URL = re.compile(r"/orders/ord_[0-9a-f]+")
 
@@ -116,3 +116,19 @@ def test_a_form_whose_cart_changed_gets_the_out_of_date_page(page: Page, live_se
     page.get_by_test_id("pay-button").click()
     expect(page.get_by_role("heading", name="This checkout page is out of date")).to_be_visible()
     assert ledger.orders() == [] and ledger.charges() == []
+
+
+def test_a_lost_gateway_answer_shows_try_again_and_the_second_pay_shows_the_paid_order(
+        page: Page, live_server: LiveServer, ledger: Ledger) -> None:
+    add_to_cart(page, live_server.url)
+    fill_checkout(page, live_server.url, ANSWER_LOST_CARD)
+    key = page.get_by_test_id("idempotency-key").inner_text()
+    page.get_by_test_id("pay-button").click()
+    expect(page.get_by_test_id("error-message")).to_contain_text("could not confirm your payment")
+    expect(page.get_by_test_id("idempotency-key")).to_have_text(key)  # the same payment, not a new one
+    assert len(ledger.charges()) == 1  # the gateway charged; the shop never heard
+    page.get_by_test_id("pay-button").click()
+    expect(page.get_by_test_id("order-status")).to_have_text("paid")
+    [order] = ledger.orders()
+    expect(page.get_by_test_id("order-id")).to_have_text(order.public_id)
+    assert len(ledger.charges()) == 1
