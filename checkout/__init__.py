@@ -58,13 +58,14 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
 
 
 def register_blueprints(app: Flask) -> None:
+    from checkout.lab.unsafe import bp as unsafe_bp
     from checkout.lab.views import bp as lab_bp
     from checkout.shop.api import bp as api_bp
     from checkout.shop.checkout_page import bp as checkout_bp
     from checkout.shop.orders_page import bp as orders_bp
     from checkout.shop.storefront import bp as shop_bp
 
-    for blueprint in (shop_bp, checkout_bp, orders_bp, api_bp, lab_bp):
+    for blueprint in (shop_bp, checkout_bp, orders_bp, api_bp, lab_bp, unsafe_bp):
         app.register_blueprint(blueprint)
 
 

@@ -103,3 +103,58 @@ def counters() -> dict[str, int]:
         "mismatches": counts.get("mismatch", 0),
         "resumptions": counts.get("resumed", 0),
     }
+
+
+def timeline(key: str) -> list[dict[str, Any]]:
+    """Every event of one key, oldest first."""
+    events = db.session.scalars(
+        sa.select(IdempotencyEvent).where(IdempotencyEvent.key == key).order_by(IdempotencyEvent.id)
+    ).all()
+    db.session.commit()
+    return [{"at": e.created_at, "event": e.name, "worker": e.worker, "endpoint": e.endpoint, **e.detail}
+            for e in events]
+
+
+DUPLICATE_WINDOW_SECONDS = 120
+
+
+def damage() -> list[dict[str, Any]]:
+    """Per customer: what they ordered, what they were charged, and what they were charged twice.
+
+    On the safe path an order has at most one succeeded charge, so "twice" is
+    0. The unsafe path has no key to tell a retry from a new purchase; the lab
+    counts an unsafe order as a duplicate when the same customer placed one
+    for the same email and total within two minutes before it.
+    """
+    orders = db.session.execute(
+        sa.select(Order, Customer.public_id, Customer.name).join(Customer).order_by(Order.created_at, Order.id)
+    ).all()
+    charged = dict(db.session.execute(
+        sa.select(GatewayCharge.reference, sa.func.sum(GatewayCharge.amount_cents))
+        .where(GatewayCharge.status == "succeeded").group_by(GatewayCharge.reference)
+    ).all())
+    charges_per_order = dict(db.session.execute(
+        sa.select(GatewayCharge.reference, sa.func.count())
+        .where(GatewayCharge.status == "succeeded").group_by(GatewayCharge.reference)
+    ).all())
+    db.session.commit()
+    rows: dict[str, dict[str, Any]] = {}
+    last_unsafe: dict[tuple[str, str, int], Any] = {}
+    for order, customer, name in orders:
+        row = rows.setdefault(customer, {"customer": customer, "name": name, "ordered_cents": 0, "charged_cents": 0,
+                                         "charged_twice_cents": 0, "unsafe": False, "currency": order.currency})
+        amount = charged.get(order.public_id, 0) or 0
+        row["charged_cents"] += amount
+        extra = max(0, charges_per_order.get(order.public_id, 0) - 1) * order.total_cents
+        signature = (customer, order.email, order.total_cents)
+        previous = last_unsafe.get(signature) if order.unsafe else None
+        duplicate = previous is not None and (order.created_at - previous).total_seconds() <= DUPLICATE_WINDOW_SECONDS
+        if order.unsafe:
+            row["unsafe"] = True
+            last_unsafe[signature] = order.created_at
+        if duplicate:
+            row["charged_twice_cents"] += amount
+        else:
+            row["ordered_cents"] += order.total_cents if order.status in ("paid", "pending") else 0
+        row["charged_twice_cents"] += extra
+    return sorted(rows.values(), key=lambda r: (-r["charged_twice_cents"], r["customer"]))

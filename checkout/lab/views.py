@@ -1,17 +1,17 @@
 """The lab: the ledger a workshop watches while it clicks. Off in production."""
 from __future__ import annotations
 
-from flask import Blueprint, Response, abort, current_app, jsonify, render_template
+from datetime import datetime
 
-from checkout.lab.ledger import counters, ledger
+from flask import Blueprint, Response, jsonify, render_template, request
 
-bp = Blueprint("lab", __name__)
+from checkout.database import utcnow
 
+from checkout.lab import lab_only
+from checkout.lab.exercises import EXERCISES
+from checkout.lab.ledger import counters, damage, ledger, timeline
 
-@bp.before_request
-def _lab_must_be_on() -> None:
-    if not current_app.config["CHECKOUT_LAB"]:
-        abort(404)
+bp = lab_only(Blueprint("lab", __name__))
 
 
 @bp.get("/api/lab/ledger")
@@ -21,4 +21,30 @@ def ledger_json() -> Response:
 
 @bp.get("/lab")
 def index() -> str:
-    return render_template("lab/index.html", ledger=ledger(), counters=counters())
+    key = request.args.get("key", "").strip()
+    return render_template("lab/index.html", ledger=ledger(), counters=counters(), damage=damage(),
+                           key=key, timeline=timeline(key) if key else [])
+
+
+@bp.get("/lab/exercises")
+def exercises() -> str:
+    return render_template("lab/exercises.html", exercises=EXERCISES)
+
+
+@bp.app_template_filter("ago")
+def ago(value: datetime | str | None) -> str:
+    """"12 s ago": times a workshop reads at a glance."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    seconds = (utcnow() - value).total_seconds()
+    if seconds < 0:
+        return f"in {int(-seconds)} s"
+    if seconds < 60:
+        return f"{int(seconds)} s ago"
+    if seconds < 3600:
+        return f"{int(seconds // 60)} min ago"
+    if seconds < 86400:
+        return f"{int(seconds // 3600)} h ago"
+    return f"{int(seconds // 86400)} d ago"

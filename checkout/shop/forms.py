@@ -25,11 +25,18 @@ class EmptyForm(FlaskForm):
     """Just the CSRF token, for buttons that change state."""
 
 
-class CheckoutForm(FlaskForm):
+class PaymentForm(FlaskForm):
+    """What a shopper types to pay. The lab's unsafe checkout uses just this."""
+
     email = EmailField("Email", validators=[DataRequired("Enter your email."), Email("Enter a valid email."),
                                             Length(max=254)])
     card_number = StringField("Card number", validators=[DataRequired("Enter a card number."), Length(max=40),
                                                          card_number_check])
+
+
+class CheckoutForm(PaymentForm):
+    """The safe checkout: the payment fields plus the two hidden fields that make a retry a retry."""
+
     # The client half of the pattern: one key per payment attempt, sent with every retry of it.
     idempotency_key = HiddenField()
     # Which cart this form was rendered for, so a stale form is recognised.

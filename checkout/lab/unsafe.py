@@ -1,0 +1,121 @@
+"""The unsafe checkout: the bug the rest of the project prevents.
+
+DELIBERATELY WRONG, for the workshop. Compare with
+``checkout/shop/checkout_page.py`` and ``checkout/shop/placement.py``:
+
+- no idempotency key in the form, so two submits look like two payments;
+- no claim, no stored response: every POST does the whole job again;
+- no unique constraint to lean on (its orders have no key);
+- a new gateway key for every attempt, so the gateway charges every time;
+- no button guard: the page loads no JavaScript.
+
+A double-click here makes two orders and two charges.
+"""
+from __future__ import annotations
+
+import secrets
+
+import json
+
+from flask import Blueprint, Response, redirect, render_template, request, url_for
+
+from checkout.extensions import csrf, db
+from checkout.gateway import CardDeclined, GatewayError
+from checkout.gateway.cards import digits_only
+from checkout.shop import cart
+from checkout.shop.forms import PaymentForm
+from checkout.shop.identity import browser_customer
+from checkout.shop.models import DECLINED, PAID, Order, OrderItem, public_id
+from checkout.lab import lab_only
+from checkout.problems import json_bytes, problem
+from checkout.shop.identity import api_customer
+from checkout.shop.placement import Line
+from checkout.shop.runtime import gateway
+from checkout.shop.validation import validate_order
+
+bp = lab_only(Blueprint("unsafe", __name__))
+
+
+# The checkout form's fields, without the key and the cart version.
+UnsafeCheckoutForm = PaymentForm
+
+
+def _render(form: UnsafeCheckoutForm, status: int = 200, error: str | None = None) -> tuple[str, int]:
+    lines = cart.lines()
+    return render_template("lab/unsafe_checkout.html", form=form, lines=lines, error=error,
+                           total_cents=sum(line.total_cents for line in lines)), status
+
+
+@bp.get("/lab/unsafe-checkout")
+def show() -> tuple[str, int] | Response:
+    if not cart.items():
+        return redirect(url_for("shop.cart"))
+    return _render(UnsafeCheckoutForm(formdata=None))
+
+
+def place_unsafely(customer_id: int, lines: tuple[Line, ...], email: str, card_number: str) -> Order:
+    """THE BUG: every call is a new order, charged under a new gateway key.
+
+    Raises GatewayError (after saving the order) when the gateway fails: there
+    is nothing to resume, so pressing Pay again starts a brand-new payment.
+    """
+    order_id = public_id("ord")
+    order = Order(
+        public_id=order_id, customer_id=customer_id, idempotency_key=None, unsafe=True,
+        gateway_key=f"unsafe-{secrets.token_hex(8)}", email=email, card_last4=card_number[-4:],
+        total_cents=sum(line.quantity * line.unit_price_cents for line in lines), currency="USD",
+        items=[OrderItem(sku=line.sku, name=line.name, quantity=line.quantity, unit_price_cents=line.unit_price_cents)
+               for line in lines],
+    )
+    db.session.add(order)
+    db.session.commit()
+    try:
+        charge = gateway().charge(gateway_key=order.gateway_key, amount_cents=order.total_cents,
+                                  currency=order.currency, card_number=card_number, reference=order.public_id)
+        order.status, order.charge_id = PAID, charge.id
+    except CardDeclined as declined:
+        order.status, order.charge_id = DECLINED, declined.charge.id
+    finally:
+        db.session.commit()
+    return order
+
+
+@bp.post("/lab/unsafe-checkout")
+def pay() -> tuple[str, int] | Response:
+    form = UnsafeCheckoutForm()
+    if not form.validate():
+        return _render(form, 422)
+    lines = cart.order_lines(cart.lines())
+    if not lines:
+        return redirect(url_for("shop.cart"))
+    try:
+        order = place_unsafely(browser_customer().id, lines, (form.email.data or "").strip(),
+                               digits_only(form.card_number.data or ""))
+    except GatewayError:
+        return _render(form, 503, error="The gateway failed. (The unsafe checkout has no way to resume: "
+                                        "pressing Pay again starts a brand-new payment.)")
+    cart.clear()
+    return redirect(url_for("orders.show", order_id=order.public_id), 303)
+
+
+@bp.post("/api/lab/unsafe-orders")
+@csrf.exempt
+def api_pay() -> Response:
+    """The unsafe twin of POST /api/orders, for the mass test: no Idempotency-Key at all."""
+    customer = api_customer()
+    if customer is None:
+        return problem(401, "Unauthorized", "Send Authorization: Bearer <token>.")
+    try:
+        body = json.loads(request.get_data(cache=False))
+    except (ValueError, UnicodeDecodeError):
+        return problem(400, "Malformed JSON", "The body is not valid JSON.")
+    valid, errors = validate_order(body)
+    if valid is None:
+        return problem(422, "Invalid order", "Some fields are invalid.", errors=errors)
+    try:
+        order = place_unsafely(customer.id, valid.lines, valid.email, valid.card_number)
+    except GatewayError as error:
+        return problem(503, "Gateway failed", str(error), headers={"Retry-After": "1"})
+    if order.status != PAID:
+        return problem(402, "Card declined", "The card was declined.", type_="card-declined")
+    return Response(json_bytes(order.to_json()), status=201, mimetype="application/json")
