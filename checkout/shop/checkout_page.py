@@ -156,8 +156,9 @@ def _answer(outcome: object, form: CheckoutForm, key: str) -> tuple[str, int] | 
                                        "Nothing new was charged. Reload the checkout page to pay for your cart."), 422
     if isinstance(outcome, Unfinished):
         form.idempotency_key.data = key
-        return _render_form(form, 503, error="We could not confirm your payment yet. You have not been charged "
-                                             "twice: press Pay again to finish the same payment.")
+        return _render_form(form, 503, error=f"We could not confirm your payment yet: {outcome.reason}. "
+                                             "Press Pay to try again; it finishes this same payment and never "
+                                             "charges twice.")
     abort(500)
 
 
