@@ -57,7 +57,7 @@ def backoff(attempt: int, base: float, cap: float, retry_after: str | None, rng:
 
 def place_order(base_url: str, token: str, body: dict[str, Any], *, key: str | None = None,
                 max_attempts: int = 8, base_delay: float = 0.25, max_delay: float = 5.0, timeout: float = 10.0,
-                wrong_way: bool = False, log: Callable[[str], None] = lambda _line: None,
+                wrong_way: bool = False, path: str = "/api/orders", log: Callable[[str], None] = lambda _line: None,
                 sleep: Callable[[float], None] = time.sleep, rng: random.Random | None = None) -> Result:
     rng = rng or random.Random()
     key = key or str(uuid.uuid4())  # made once, before the first attempt
@@ -67,7 +67,7 @@ def place_order(base_url: str, token: str, body: dict[str, Any], *, key: str | N
         if wrong_way and number > 1:
             key = str(uuid.uuid4())  # THE MISTAKE: a retry that is a new operation
         request = urllib.request.Request(
-            f"{base_url.rstrip('/')}/api/orders", data=payload, method="POST",
+            f"{base_url.rstrip('/')}{path}", data=payload, method="POST",
             headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}",
                      "Idempotency-Key": key},
         )

@@ -9,14 +9,14 @@ from checkout.database import utcnow
 
 from checkout.lab import lab_only
 from checkout.lab.exercises import EXERCISES
-from checkout.lab.ledger import counters, damage, ledger, timeline
+from checkout.lab.ledger import counters, damage, ledger, timeline, totals
 
 bp = lab_only(Blueprint("lab", __name__))
 
 
 @bp.get("/api/lab/ledger")
 def ledger_json() -> Response:
-    return jsonify({**ledger(), "counters": counters()})
+    return jsonify({**ledger(), "counters": counters(), "totals": totals()})
 
 
 @bp.get("/lab")

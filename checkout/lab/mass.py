@@ -1,0 +1,128 @@
+"""The mass test: many payments through injected faults; is the money exact?
+
+    python -m checkout.lab.mass --url http://127.0.0.1:5000            # the safe API
+    python -m checkout.lab.mass --url http://127.0.0.1:5000 --unsafe   # the lab's unsafe twin
+
+A few clients send N payments (default 1000). Some use the fault cards (the
+gateway is down once, or its answer is lost once), some the slow card, and
+the clients wait only a short time for each answer, so answers get dropped and
+retries happen. Every client retries the way ``checkout.client`` does: same
+key, same body. At the end it compares the money the payments should have
+taken with what the gateway charged: exact on the safe API; on the unsafe path
+every retry is a new payment, and it shows.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from checkout.client import place_order
+
+CARDS = [  # (card, weight, pays?)
+    ("4242 4242 4242 4242", 80, True),
+    ("4000 0000 0000 0119", 6, True),   # gateway down on the first try
+    ("4000 0000 0000 0259", 6, True),   # answer lost on the first try
+    ("4000 0000 0000 0077", 3, True),   # slow: the client gives up waiting, then retries
+    ("4000 0000 0000 0002", 5, False),  # declined: final
+]
+
+
+@dataclass
+class Outcome:
+    expected_cents: int
+    status: int | None
+    attempts: int
+
+
+def _get_json(url: str) -> object:
+    with urllib.request.urlopen(url, timeout=30) as response:
+        return json.loads(response.read())
+
+
+def charged_cents(base_url: str) -> int:
+    ledger = _get_json(f"{base_url}/api/lab/ledger")
+    assert isinstance(ledger, dict)
+    return int(ledger["totals"]["charged_cents"])
+
+
+def run(base_url: str, payments: int, clients: int, *, unsafe: bool, timeout: float, seed: int,
+        token: str = "demo-alice-token") -> dict[str, object]:
+    products = _get_json(f"{base_url}/api/products")
+    assert isinstance(products, list) and products
+    rng = random.Random(seed)
+    plans = []
+    for _ in range(payments):
+        card, pays = _pick_card(rng)
+        product = rng.choice(products)
+        quantity = rng.randint(1, 3)
+        body = {"items": [{"sku": product["sku"], "quantity": quantity}], "email": "mass@example.com",
+                "card_number": card}
+        plans.append((body, product["price_cents"] * quantity if pays else 0, rng.random()))
+
+    def one(plan: tuple[dict, int, float]) -> Outcome:
+        body, expected, jitter_seed = plan
+        result = place_order(base_url, token, body, max_attempts=12, base_delay=0.05, max_delay=1.0,
+                             timeout=timeout, path="/api/lab/unsafe-orders" if unsafe else "/api/orders",
+                             rng=random.Random(jitter_seed))
+        return Outcome(expected, result.status,
+                       len(result.attempts))
+
+    before = charged_cents(base_url)
+    started = time.monotonic()
+    with ThreadPoolExecutor(max_workers=clients) as pool:
+        outcomes = list(pool.map(one, plans))
+    elapsed = time.monotonic() - started
+    charged = charged_cents(base_url) - before
+    expected = sum(o.expected_cents for o in outcomes)
+    return {
+        "path": "unsafe" if unsafe else "safe",
+        "payments": payments,
+        "clients": clients,
+        "attempts": sum(o.attempts for o in outcomes),
+        "unfinished": sum(1 for o in outcomes if o.status not in (201, 402)),
+        "seconds": round(elapsed, 1),
+        "expected_cents": expected,
+        "charged_cents": charged,
+        "difference_cents": charged - expected,
+    }
+
+
+def _pick_card(rng: random.Random) -> tuple[str, bool]:
+    total = sum(weight for _card, weight, _pays in CARDS)
+    point = rng.uniform(0, total)
+    for card, weight, pays in CARDS:
+        point -= weight
+        if point <= 0:
+            return card, pays
+    return CARDS[0][0], True
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m checkout.lab.mass", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--url", default="http://127.0.0.1:5000")
+    parser.add_argument("--payments", type=int, default=1000)
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--timeout", type=float, default=1.0, help="seconds a client waits for an answer")
+    parser.add_argument("--unsafe", action="store_true", help="use the lab's unsafe path (no idempotency)")
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args(argv)
+    report = run(args.url.rstrip("/"), args.payments, args.clients, unsafe=args.unsafe, timeout=args.timeout,
+                 seed=args.seed)
+    print(f"path:       {report['path']}")
+    print(f"payments:   {report['payments']} by {report['clients']} clients, {report['attempts']} attempts "
+          f"in {report['seconds']} s ({report['unfinished']} unfinished)")
+    print(f"expected:   ${report['expected_cents'] / 100:,.2f}")
+    print(f"charged:    ${report['charged_cents'] / 100:,.2f}")
+    difference = int(report["difference_cents"])  # type: ignore[call-overload]
+    print("result:     exact" if difference == 0 else f"result:     OFF BY ${difference / 100:,.2f}")
+    return 0 if difference == 0 or args.unsafe else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,106 @@
+"""The client half of the pattern against a live server: the retry client, its
+wrong-way switch, and the mass test."""
+from __future__ import annotations
+
+import random
+from datetime import timedelta
+
+import pytest
+import sqlalchemy as sa
+
+from checkout import client
+from checkout.database import utcnow
+from checkout.extensions import db
+from checkout.idempotency import IdempotencyRecord, Scope, Settings, claim
+from checkout.lab import mass
+from tests.conftest import LiveServer
+from tests.helpers import ANSWER_LOST_CARD, GOOD_CARD, SLOW_CARD, UNAVAILABLE_CARD, Ledger, order_body
+
+TOKEN = "demo-alice-token"
+
+
+def no_sleep(waits: list[float]):
+    return waits.append
+
+
+@pytest.mark.parametrize("card", [UNAVAILABLE_CARD, ANSWER_LOST_CARD])
+def test_the_client_retries_a_503_with_the_same_key_and_is_charged_once(live_server: LiveServer, ledger: Ledger,
+                                                                       card: str) -> None:
+    waits: list[float] = []
+    result = client.place_order(live_server.url, TOKEN, order_body(card=card), sleep=no_sleep(waits))
+    assert [a.status for a in result.attempts] == [503, 201]
+    assert len({a.key for a in result.attempts}) == 1
+    assert waits and waits[0] >= 1  # Retry-After: 1
+    assert len(ledger.orders()) == 1 and len(ledger.succeeded_charges()) == 1
+
+
+def test_the_wrong_way_a_new_key_per_retry_charges_on_every_retry(live_server: LiveServer, ledger: Ledger) -> None:
+    result = client.place_order(live_server.url, TOKEN, order_body(card=ANSWER_LOST_CARD), wrong_way=True,
+                                max_attempts=3, sleep=no_sleep([]))
+    # Each new key is a new order with a new gateway key: each is charged, and each answer is lost again.
+    assert [a.status for a in result.attempts] == [503, 503, 503]
+    assert len({a.key for a in result.attempts}) == 3
+    assert len(ledger.orders()) == 3
+    assert len(ledger.succeeded_charges()) == 3  # one purchase, three charges: what the same key prevents
+
+
+def test_the_client_never_retries_a_4xx_other_than_409(live_server: LiveServer, ledger: Ledger) -> None:
+    result = client.place_order(live_server.url, TOKEN, order_body(card="4242 4242 4242 4241"),
+                                sleep=no_sleep([]))
+    assert [a.status for a in result.attempts] == [422]
+    assert ledger.records() == []
+
+
+def test_the_client_honours_retry_after_on_409(live_server: LiveServer, ledger: Ledger) -> None:
+    from checkout.idempotency import fingerprint
+    from checkout.shop.responders import API_ENDPOINT
+
+    key = "held-by-another-worker-01"
+    body = order_body()
+    normalized = {"items": [{"sku": i["sku"], "quantity": i["quantity"]} for i in body["items"]],
+                  "email": body["email"], "card_number": body["card_number"].replace(" ", "")}
+    app = live_server.app
+    with app.app_context():
+        claim(Scope("cus_demo_alice", API_ENDPOINT, key),
+              fingerprint(app.config["SECRET_KEY"], "POST", API_ENDPOINT, normalized), Settings(lease_seconds=60))
+        db.session.remove()
+    waits: list[float] = []
+
+    def wait_and_let_the_lease_expire(seconds: float) -> None:
+        waits.append(seconds)
+        with app.app_context():  # meanwhile the other worker dies and its lease runs out
+            db.session.execute(sa.update(IdempotencyRecord).values(locked_until=utcnow() - timedelta(seconds=1)))
+            db.session.commit()
+            db.session.remove()
+
+    result = client.place_order(live_server.url, TOKEN, body, key=key, sleep=wait_and_let_the_lease_expire,
+                                rng=random.Random(1))
+    assert [a.status for a in result.attempts] == [409, 201]
+    assert waits[0] >= 2  # Retry-After of a conflict (2 s), never sooner
+    assert len(ledger.succeeded_charges()) == 1
+
+
+def test_the_client_retries_after_giving_up_on_a_slow_answer(live_server: LiveServer, ledger: Ledger) -> None:
+    result = client.place_order(live_server.url, TOKEN, order_body(card=SLOW_CARD), timeout=0.3,
+                                max_attempts=30, base_delay=0.1, max_delay=0.3)
+    assert result.attempts[0].status is None  # the answer was dropped by the client's timeout
+    assert result.status == 201
+    assert len(ledger.succeeded_charges()) == 1
+
+
+def test_the_client_prints_each_attempt(live_server: LiveServer, capsys: pytest.CaptureFixture[str]) -> None:
+    code = client.main(["--url", live_server.url, "--card", GOOD_CARD])
+    assert code == 0
+    assert "attempt 1" in capsys.readouterr().out
+
+
+def test_the_mass_test_is_exact_on_the_safe_api(live_server: LiveServer, ledger: Ledger) -> None:
+    report = mass.run(live_server.url, payments=40, clients=4, unsafe=False, timeout=1.0, seed=3)
+    assert report["unfinished"] == 0
+    assert report["difference_cents"] == 0
+    assert report["charged_cents"] == sum(c.amount_cents for c in ledger.succeeded_charges())
+
+
+def test_the_mass_test_shows_the_money_charged_twice_on_the_unsafe_path(live_server: LiveServer) -> None:
+    report = mass.run(live_server.url, payments=40, clients=4, unsafe=True, timeout=1.0, seed=3)
+    assert int(report["difference_cents"]) > 0  # type: ignore[call-overload]
