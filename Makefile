@@ -6,7 +6,7 @@ FLASK := $(BIN)/flask --app checkout
 HOST ?= 127.0.0.1
 PORT ?= 5000
 
-.PHONY: install run serve test test-postgres migrate seed browser clean
+.PHONY: install run serve test migrate seed browser screenshots mass clean
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,14 @@ browser:
 ## The whole suite, browser tests included.
 test: install browser
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+## PNGs of the catalog, checkout, a replayed order, the unsafe path and the lab, into docs/.
+screenshots: install browser
+	$(BIN)/python scripts/screenshots.py
+
+## 1000 payments through injected faults against a running shop (make run first); MASS_ARGS=--unsafe
+mass: install
+	$(BIN)/python -m checkout.lab.mass --url http://$(HOST):$(PORT) $(MASS_ARGS)
 
 clean:
 	rm -rf $(VENV) instance .pytest_cache

@@ -138,11 +138,13 @@ def damage() -> list[dict[str, Any]]:
         .where(GatewayCharge.status == "succeeded").group_by(GatewayCharge.reference)
     ).all())
     db.session.commit()
-    rows: dict[str, dict[str, Any]] = {}
+    rows: dict[str, dict[str, Any]] = {}  # by "customer:unsafe"
     last_unsafe: dict[tuple[str, str, int], Any] = {}
     for order, customer, name in orders:
-        row = rows.setdefault(customer, {"customer": customer, "name": name, "ordered_cents": 0, "charged_cents": 0,
-                                         "charged_twice_cents": 0, "unsafe": False, "currency": order.currency})
+        # One row per customer and path, so the safe and unsafe checkouts stand side by side.
+        row = rows.setdefault(f"{customer}:{order.unsafe}", {
+            "customer": customer, "name": name, "ordered_cents": 0, "charged_cents": 0,
+            "charged_twice_cents": 0, "unsafe": order.unsafe, "currency": order.currency})
         amount = charged.get(order.public_id, 0) or 0
         row["charged_cents"] += amount
         extra = max(0, charges_per_order.get(order.public_id, 0) - 1) * order.total_cents
@@ -150,14 +152,13 @@ def damage() -> list[dict[str, Any]]:
         previous = last_unsafe.get(signature) if order.unsafe else None
         duplicate = previous is not None and (order.created_at - previous).total_seconds() <= DUPLICATE_WINDOW_SECONDS
         if order.unsafe:
-            row["unsafe"] = True
             last_unsafe[signature] = order.created_at
         if duplicate:
             row["charged_twice_cents"] += amount
         else:
             row["ordered_cents"] += order.total_cents if order.status in ("paid", "pending") else 0
         row["charged_twice_cents"] += extra
-    return sorted(rows.values(), key=lambda r: (-r["charged_twice_cents"], r["customer"]))
+    return sorted(rows.values(), key=lambda r: (r["customer"], r["unsafe"]))
 
 
 def totals() -> dict[str, int]:

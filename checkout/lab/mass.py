@@ -67,7 +67,7 @@ def run(base_url: str, payments: int, clients: int, *, unsafe: bool, timeout: fl
 
     def one(plan: tuple[dict, int, float]) -> Outcome:
         body, expected, jitter_seed = plan
-        result = place_order(base_url, token, body, max_attempts=12, base_delay=0.05, max_delay=1.0,
+        result = place_order(base_url, token, body, max_attempts=6, base_delay=0.05, max_delay=1.0,
                              timeout=timeout, path="/api/lab/unsafe-orders" if unsafe else "/api/orders",
                              rng=random.Random(jitter_seed))
         return Outcome(expected, result.status,
@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m checkout.lab.mass", description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", default="http://127.0.0.1:5000")
     parser.add_argument("--payments", type=int, default=1000)
-    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--clients", type=int, default=12)
     parser.add_argument("--timeout", type=float, default=1.0, help="seconds a client waits for an answer")
     parser.add_argument("--unsafe", action="store_true", help="use the lab's unsafe path (no idempotency)")
     parser.add_argument("--seed", type=int, default=7)
