@@ -4,6 +4,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from html.parser import HTMLParser
 from typing import Any
 
@@ -97,3 +98,15 @@ def wait_for(condition: Callable[[], Any], timeout: float = 20) -> Any:
             return value
         pause.wait(0.02)
     raise AssertionError("the condition never held")
+
+
+def race(count: int, call: Callable[[int], Any]) -> list[Any]:
+    """Start ``count`` calls at the same instant (a barrier, not a sleep); their results in order."""
+    barrier = threading.Barrier(count)
+
+    def one(index: int) -> Any:
+        barrier.wait()
+        return call(index)
+
+    with ThreadPoolExecutor(max_workers=count) as pool:
+        return list(pool.map(one, range(count)))

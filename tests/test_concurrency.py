@@ -1,7 +1,9 @@
 """Real races: many threads, one key, a real threaded server on a real database."""
 from __future__ import annotations
 
-import threading
+import http.cookiejar
+import re
+import urllib.request
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlencode
@@ -9,22 +11,19 @@ from urllib.parse import urlencode
 import pytest
 
 from tests.conftest import LiveServer
-from tests.helpers import ALICE, BOB, SLOW_CARD, Ledger, form_fields, order_body, wait_for
-from tests.http import Reply, post_json, send
+from tests.helpers import ALICE, BOB, SLOW_CARD, Ledger, form_fields, order_body, race, wait_for
+from tests.http import post_json, send
 
 pytestmark = pytest.mark.slow
 
 
-def race(count: int, call) -> list[Reply]:
-    """Start ``count`` calls at the same instant (a barrier, not a sleep)."""
-    barrier = threading.Barrier(count)
-
-    def one(index: int) -> Reply:
-        barrier.wait()
-        return call(index)
-
-    with ThreadPoolExecutor(max_workers=count) as pool:
-        return list(pool.map(one, range(count)))
+def browser_at_checkout(url: str) -> tuple[urllib.request.OpenerDirector, bytes]:
+    """A cookie-keeping client with a mug in its cart, and its filled checkout form (slow card)."""
+    browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+    csrf = form_fields(browser.open(f"{url}/").read().decode(), form_id=None)["csrf_token"]
+    browser.open(f"{url}/cart/items", data=urlencode({"csrf_token": csrf, "sku": "MUG-01"}).encode())
+    fields = form_fields(browser.open(f"{url}/checkout").read().decode())
+    return browser, urlencode({**fields, "email": "shopper@example.com", "card_number": SLOW_CARD}).encode()
 
 
 def test_twenty_threads_with_one_key_make_one_order_and_one_charge(live_server: LiveServer, ledger: Ledger) -> None:
@@ -60,15 +59,7 @@ def test_the_same_key_racing_from_two_customers_gives_two_independent_orders(liv
 def test_two_browser_submits_of_one_form_without_javascript_charge_once(live_server: LiveServer,
                                                                          ledger: Ledger) -> None:
     """What a double-click does with JavaScript off: the same form POSTed twice at once."""
-    import http.cookiejar
-    import urllib.request
-
-    jar = http.cookiejar.CookieJar()
-    browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
-    csrf = form_fields(browser.open(f"{live_server.url}/").read().decode(), form_id=None)["csrf_token"]
-    browser.open(f"{live_server.url}/cart/items", data=urlencode({"csrf_token": csrf, "sku": "MUG-01"}).encode())
-    fields = form_fields(browser.open(f"{live_server.url}/checkout").read().decode())
-    form = urlencode({**fields, "email": "shopper@example.com", "card_number": SLOW_CARD}).encode()
+    browser, form = browser_at_checkout(live_server.url)
 
     finals = race(2, lambda _i: browser.open(f"{live_server.url}/checkout", data=form).geturl())
     assert live_server.post_count("/checkout") == 2
@@ -81,16 +72,7 @@ def test_two_browser_submits_of_one_form_without_javascript_charge_once(live_ser
 @pytest.mark.parametrize("app_overrides", [{"CHECKOUT_BROWSER_WAIT_SECONDS": 0.3, "CHECKOUT_SLOW_CARD_SECONDS": 3}])
 def test_a_second_submit_that_outwaits_its_bound_gets_a_self_refreshing_page_that_ends_on_the_order(
         live_server: LiveServer, ledger: Ledger, app_overrides: dict) -> None:
-    import http.cookiejar
-    import re
-    import urllib.request
-
-    jar = http.cookiejar.CookieJar()
-    browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
-    csrf = form_fields(browser.open(f"{live_server.url}/").read().decode(), form_id=None)["csrf_token"]
-    browser.open(f"{live_server.url}/cart/items", data=urlencode({"csrf_token": csrf, "sku": "MUG-01"}).encode())
-    fields = form_fields(browser.open(f"{live_server.url}/checkout").read().decode())
-    form = urlencode({**fields, "email": "shopper@example.com", "card_number": SLOW_CARD}).encode()
+    browser, form = browser_at_checkout(live_server.url)
 
     with ThreadPoolExecutor(max_workers=1) as pool:
         first = pool.submit(lambda: browser.open(f"{live_server.url}/checkout", data=form).read())

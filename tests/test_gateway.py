@@ -4,7 +4,6 @@ from __future__ import annotations
 import threading
 
 import pytest
-import sqlalchemy as sa
 from flask import Flask
 from sqlalchemy.exc import IntegrityError
 

@@ -7,10 +7,7 @@ import os
 import signal
 import threading
 import uuid
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import pytest
 from flask import Flask
@@ -18,9 +15,9 @@ from flask.testing import FlaskCliRunner
 
 from checkout import client as retry_client
 from tests.conftest import POSTGRES_URL
-from tests.helpers import ALICE, GOOD_CARD, SLOW_CARD, Ledger, order_body, wait_for
-from tests.http import Reply, post_json
-from tests.servers import Server, gunicorn
+from tests.helpers import ALICE, GOOD_CARD, SLOW_CARD, Ledger, order_body, race, wait_for
+from tests.http import post_json
+from tests.servers import gunicorn
 from tests.test_failures import age_every_record
 
 pytestmark = pytest.mark.slow
@@ -32,17 +29,6 @@ def instance(tmp_path: Path) -> Path:
     path = tmp_path / "gunicorn"
     path.mkdir()
     return path
-
-
-def race(count: int, call: Callable[[int], Reply]) -> list[Reply]:
-    barrier = threading.Barrier(count)
-
-    def one(index: int) -> Reply:
-        barrier.wait()
-        return call(index)
-
-    with ThreadPoolExecutor(max_workers=count) as pool:
-        return list(pool.map(one, range(count)))
 
 
 def test_100_requests_with_one_key_over_two_servers_make_one_order_and_one_charge(

@@ -13,22 +13,20 @@ A double-click here makes two orders and two charges.
 """
 from __future__ import annotations
 
-import secrets
-
 import json
+import secrets
 
 from flask import Blueprint, Response, redirect, render_template, request, url_for
 
 from checkout.extensions import csrf, db
 from checkout.gateway import CardDeclined, GatewayError
 from checkout.gateway.cards import digits_only
-from checkout.shop import cart
-from checkout.shop.forms import PaymentForm
-from checkout.shop.identity import browser_customer
-from checkout.shop.models import DECLINED, PAID, Order, OrderItem, public_id
 from checkout.lab import lab_only
 from checkout.problems import json_bytes, problem
-from checkout.shop.identity import api_customer
+from checkout.shop import cart
+from checkout.shop.forms import PaymentForm
+from checkout.shop.identity import api_customer, browser_customer
+from checkout.shop.models import DECLINED, PAID, Order, OrderItem, public_id
 from checkout.shop.placement import Line
 from checkout.shop.runtime import gateway
 from checkout.shop.validation import validate_order

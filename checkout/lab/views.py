@@ -6,7 +6,6 @@ from datetime import datetime
 from flask import Blueprint, Response, jsonify, render_template, request
 
 from checkout.database import utcnow
-
 from checkout.lab import lab_only
 from checkout.lab.exercises import EXERCISES
 from checkout.lab.ledger import counters, damage, ledger, timeline, totals

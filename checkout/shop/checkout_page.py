@@ -8,7 +8,6 @@ from __future__ import annotations
 from flask import Blueprint, Response, abort, current_app, redirect, render_template, url_for
 
 from checkout.database import utcnow
-
 from checkout.gateway.cards import TEST_CARDS, digits_only, pretty
 from checkout.idempotency import (
     COMPLETED,

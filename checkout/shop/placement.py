@@ -10,6 +10,7 @@ with a key derived from the order: asking it again can never charge twice.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
