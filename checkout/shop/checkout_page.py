@@ -12,6 +12,7 @@ from checkout.gateway.cards import TEST_CARDS, digits_only, pretty
 from checkout.idempotency import (
     COMPLETED,
     Done,
+    IdempotencyRecord,
     InProgress,
     MalformedKey,
     Mismatch,
@@ -39,10 +40,9 @@ def _scope(key: str) -> Scope:
     return Scope(ensure_browser_identity(), BROWSER_ENDPOINT, key)
 
 
-def _paid_order_url(key: str) -> str | None:
-    """Where the completed, paid operation under this key lives, if it is one."""
-    record = peek(_scope(key))
-    if record is not None and record.state == COMPLETED and record.response_status == 303:
+def _paid_order_url(record: IdempotencyRecord) -> str | None:
+    """Where the order lives, if this record is a completed, paid operation."""
+    if record.state == COMPLETED and record.response_status == 303:
         return (record.response_headers or {}).get("Location")
     return None
 
@@ -62,7 +62,7 @@ def _key_for_this_cart() -> tuple[str, str | None]:
     if record is None:
         return (key, None) if version == cart.version() else (cart.remember_new_key(), None)
     if record.state == COMPLETED:
-        paid_url = _paid_order_url(key)
+        paid_url = _paid_order_url(record)
         return (key, paid_url) if paid_url else (cart.remember_new_key(), None)
     return key, None  # in progress or waiting for a retry: keep it, a retry must resume
 
@@ -172,11 +172,11 @@ def pending(key: str) -> tuple[str, int] | Response:
     if record is None:
         abort(404)
     if record.state == COMPLETED:
-        location = (record.response_headers or {}).get("Location", url_for("orders.index"))
-        if record.response_status == 303:
+        paid_url = _paid_order_url(record)
+        if paid_url:
             cart.clear()
-            return redirect(location + "?replayed=1", 303)
-        return redirect(url_for("checkout.show"), 303)
+            return redirect(paid_url + "?replayed=1", 303)
+        return redirect(url_for("checkout.show"), 303)  # declined: the checkout offers a new try
     if record.locked_by is None or (record.locked_until and record.locked_until < utcnow()):
         # Released without an outcome, or its worker died: the shopper's next Pay resumes it.
         return redirect(url_for("checkout.show"), 303)
