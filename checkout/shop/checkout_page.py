@@ -109,15 +109,14 @@ def pay() -> tuple[str, int] | Response:
     request_fingerprint = fingerprint(fingerprint_secret(), "POST", BROWSER_ENDPOINT,
                            {"email": email, "card_number": card_number, "cart_version": form.cart_version.data})
 
-    if peek(scope) is None:
-        # A first attempt must be for the cart as it is now. (A known key is
-        # answered from its record, whatever the cart holds now: the back button.)
-        if form.cart_version.data != str(cart.version()):
-            return render_template("shop/out_of_date.html"), 422
-        if not cart.items():
-            return redirect(url_for("shop.cart"))
-
+    record = peek(scope)
+    # A first attempt must be for the cart as it is now. (A known key is
+    # answered from its record, whatever the cart holds now: the back button.)
+    if record is None and form.cart_version.data != str(cart.version()):
+        return render_template("shop/out_of_date.html"), 422
     lines = cart.order_lines(cart.lines())
+    if not lines and (record is None or record.state != COMPLETED):
+        return redirect(url_for("shop.cart"))  # nothing to pay for, and nothing to replay
     customer = browser_customer()
     order_request = OrderRequest(customer_id=customer.id, idempotency_key=key, lines=lines, email=email,
                                  card_number=card_number, currency=CURRENCY)
