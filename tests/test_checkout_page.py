@@ -150,3 +150,29 @@ def test_pages_render_and_static_files_are_served(client: FlaskClient) -> None:
         assert b"disabled" in script.get_data()
     assert client.get("/orders").status_code == 200
     assert client.get("/checkout").status_code == 302  # empty cart: back to the cart
+
+
+def test_a_payment_abandoned_before_its_order_is_not_resumed_for_an_emptied_cart(app, client: FlaskClient,
+                                                                                 ledger: Ledger) -> None:
+    from checkout.extensions import db
+    from checkout.idempotency import Scope, Settings, claim, fingerprint
+    from checkout.shop.responders import BROWSER_ENDPOINT
+    from tests.test_failures import age_every_record
+
+    add_to_cart(client)
+    fields = checkout_fields(client)
+    with client.session_transaction() as session:
+        customer = session["customer"]
+    with app.app_context():  # a worker claimed this form's key and died before creating the order
+        claim(Scope(customer, BROWSER_ENDPOINT, fields["idempotency_key"]),
+              fingerprint(app.config["SECRET_KEY"], "POST", BROWSER_ENDPOINT,
+                          {"email": "shopper@example.com", "card_number": GOOD_CARD.replace(" ", ""),
+                           "cart_version": fields["cart_version"]}), Settings())
+        db.session.remove()
+    age_every_record(app)
+    csrf = form_fields(client.get("/cart").get_data(as_text=True), form_id=None)["csrf_token"]
+    client.post("/cart/items/MUG-01/delete", data={"csrf_token": csrf})
+    response = pay(client, fields)
+    assert response.status_code == 303
+    assert response.headers["Location"].endswith("/cart")
+    assert ledger.orders() == [] and ledger.charges() == []

@@ -116,7 +116,7 @@ def pay() -> tuple[str, int] | Response:
         return render_template("shop/out_of_date.html"), 422
     lines = cart.order_lines(cart.lines())
     if not lines and (record is None or record.state != COMPLETED):
-        return redirect(url_for("shop.cart"))  # nothing to pay for, and nothing to replay
+        return redirect(url_for("shop.cart"), 303)  # nothing to pay for, and nothing to replay
     customer = browser_customer()
     order_request = OrderRequest(customer_id=customer.id, idempotency_key=key, lines=lines, email=email,
                                  card_number=card_number, currency=CURRENCY)
