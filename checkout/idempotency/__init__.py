@@ -2,27 +2,17 @@
 
 It knows nothing of orders or payments; the shop hands it an action to run
 at most once per (customer, endpoint, key).
+
+    keys.py         what a key may look like
+    fingerprint.py  the HMAC of a request, stored with its key
+    models.py       the record (unique per customer, endpoint, key) and the audit events
+    types.py        scopes, settings, stored answers, outcomes
+    engine.py       claim, take over, execute, purge: the flow
+    operation.py    owner-checked phases and recovery points
+    audit.py        the trail of every step
 """
-from checkout.idempotency.engine import (
-    Done,
-    InProgress,
-    LeaseLost,
-    Mismatch,
-    Operation,
-    Outcome,
-    RetryLater,
-    Scope,
-    Settings,
-    StoredResponse,
-    Unfinished,
-    abandoned,
-    claim,
-    execute,
-    peek,
-    purge,
-    record_event,
-    take_over,
-)
+from checkout.idempotency.audit import record_event
+from checkout.idempotency.engine import abandoned, claim, execute, peek, purge, take_over
 from checkout.idempotency.fingerprint import fingerprint
 from checkout.idempotency.keys import MalformedKey, MissingKey, parse_key
 from checkout.idempotency.models import (
@@ -32,6 +22,19 @@ from checkout.idempotency.models import (
     STARTED,
     IdempotencyEvent,
     IdempotencyRecord,
+)
+from checkout.idempotency.operation import Operation
+from checkout.idempotency.types import (
+    Done,
+    InProgress,
+    LeaseLost,
+    Mismatch,
+    Outcome,
+    RetryLater,
+    Scope,
+    Settings,
+    StoredResponse,
+    Unfinished,
 )
 
 __all__ = [

@@ -17,236 +17,38 @@ If the operation cannot know its outcome yet (a gateway outage, a lost
 answer) it raises ``RetryLater``: the lease is released at once and nothing
 is stored as the outcome, so the next retry resumes immediately.
 """
-from __future__ import annotations
 
 import hmac
 import math
-import os
 import secrets
-import socket
 import time
-from contextlib import contextmanager
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Callable, Iterator
+from typing import Callable
 
 import sqlalchemy as sa
 
 from checkout.database import insert_ignoring_conflicts, utcnow
 from checkout.extensions import db
-from checkout.idempotency.models import (
-    COMPLETED,
-    FINISHED,
-    IN_PROGRESS,
-    STARTED,
-    IdempotencyEvent,
-    IdempotencyRecord,
+from checkout.idempotency.audit import note, record_event
+from checkout.idempotency.models import COMPLETED, IN_PROGRESS, STARTED, IdempotencyRecord
+from checkout.idempotency.operation import Operation
+from checkout.idempotency.types import (
+    Done,
+    InProgress,
+    LeaseLost,
+    Mismatch,
+    Outcome,
+    RetryLater,
+    Scope,
+    Settings,
+    StoredResponse,
+    Unfinished,
 )
 
-WORKER = f"{socket.gethostname()}:{os.getpid()}"
 POLL_SECONDS = 0.1
 # A request in progress usually ends within seconds; a dead owner's lease is taken over
 # when it expires. Either way a client should look again soon, not wait out the lease.
 MAX_RETRY_AFTER = 2
-
-
-@dataclass(frozen=True)
-class Scope:
-    """A key means something only for one customer on one endpoint."""
-
-    customer: str
-    endpoint: str
-    key: str
-
-
-@dataclass(frozen=True)
-class Settings:
-    lease_seconds: float = 30.0
-    lifetime_seconds: float = 24 * 3600
-
-
-@dataclass(frozen=True)
-class StoredResponse:
-    status: int
-    headers: dict[str, str] = field(default_factory=dict)
-    body: bytes = b""
-
-
-# --- outcomes a view turns into HTTP -------------------------------------
-
-
-@dataclass(frozen=True)
-class Done:
-    """The operation has its final answer; ``replayed`` if an earlier request produced it."""
-
-    response: StoredResponse
-    replayed: bool
-
-
-@dataclass(frozen=True)
-class InProgress:
-    """Another request owns the key right now."""
-
-    retry_after: int
-
-
-@dataclass(frozen=True)
-class Mismatch:
-    """The key was first used for a different request; its record is untouched."""
-
-
-@dataclass(frozen=True)
-class Unfinished:
-    """This attempt could not reach an outcome; the lease is released and a retry resumes."""
-
-    retry_after: int
-    reason: str
-
-
-Outcome = Done | InProgress | Mismatch | Unfinished
-
-
-class RetryLater(Exception):
-    """Raised by an operation whose outcome is not known yet (nothing is stored)."""
-
-    def __init__(self, reason: str, retry_after: int = 1) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.retry_after = retry_after
-
-
-class LeaseLost(Exception):
-    """Another worker took the operation over; this one must stop writing."""
-
-
-# --- audit -----------------------------------------------------------------
-
-
-def note(scope: Scope, name: str, **detail: Any) -> None:
-    """Add an audit event to the current transaction (the caller commits)."""
-    db.session.add(
-        IdempotencyEvent(
-            customer=scope.customer,
-            endpoint=scope.endpoint,
-            key=scope.key,
-            name=name,
-            worker=WORKER,
-            detail={k: v for k, v in detail.items() if v is not None},
-        )
-    )
-
-
-def record_event(scope: Scope, name: str, **detail: Any) -> None:
-    """Write one audit event in its own transaction."""
-    note(scope, name, **detail)
-    db.session.commit()
-
-
-# --- the operation a claim hands to its owner -------------------------------
-
-
-class Operation:
-    """The right to run one operation, as long as our owner token holds."""
-
-    def __init__(self, scope: Scope, record_id: int, owner: str, recovery_point: str,
-                 resumed: bool, settings: Settings) -> None:
-        self.scope = scope
-        self.record_id = record_id
-        self.owner = owner
-        self.recovery_point = recovery_point
-        self.resumed = resumed
-        self.settings = settings
-        self.response: StoredResponse | None = None
-        self._pending: tuple[str, StoredResponse | None] | None = None
-
-    def _owned_update(self, **values: Any) -> None:
-        now = utcnow()
-        values.setdefault("locked_until", now + timedelta(seconds=self.settings.lease_seconds))
-        result = db.session.execute(
-            sa.update(IdempotencyRecord)
-            .where(
-                IdempotencyRecord.id == self.record_id,
-                IdempotencyRecord.locked_by == self.owner,
-                IdempotencyRecord.state == IN_PROGRESS,
-            )
-            .values(updated_at=now, **values)
-            .execution_options(synchronize_session=False)
-        )
-        if result.rowcount != 1:
-            raise LeaseLost(f"operation {self.scope.key!r} is no longer ours")
-
-    @contextmanager
-    def phase(self) -> Iterator[Operation]:
-        """One atomic phase: check we still own the record, run the caller's writes, commit.
-
-        The owner check comes first, so on PostgreSQL it also locks the row:
-        a takeover waits for this phase, then finds the lease renewed.
-        """
-        try:
-            self._owned_update()
-            yield self
-            db.session.commit()
-        except BaseException:
-            db.session.rollback()
-            self._pending = None
-            raise
-        if self._pending is not None:
-            self.recovery_point, response = self._pending
-            if response is not None:
-                self.response = response
-            self._pending = None
-
-    def checkpoint(self, recovery_point: str) -> None:
-        """Move the recovery point, inside the current phase."""
-        self._owned_update(recovery_point=recovery_point)
-        self._pending = (recovery_point, None)
-
-    def complete(self, response: StoredResponse) -> None:
-        """Store the final answer, inside the current phase, and give up the lease."""
-        now = utcnow()
-        self._owned_update(
-            state=COMPLETED,
-            recovery_point=FINISHED,
-            response_status=response.status,
-            response_headers=dict(response.headers),
-            response_body=response.body,
-            completed_at=now,
-            locked_by=None,
-            locked_until=None,
-        )
-        note(self.scope, "completed", status=response.status)
-        self._pending = (FINISHED, response)
-
-    def note(self, name: str, **detail: Any) -> None:
-        note(self.scope, name, **detail)
-
-    def discard(self, reason: str) -> None:
-        """Delete the record (nothing happened yet under it), so the next retry starts afresh."""
-        db.session.rollback()
-        result = db.session.execute(
-            sa.delete(IdempotencyRecord)
-            .where(IdempotencyRecord.id == self.record_id, IdempotencyRecord.locked_by == self.owner)
-            .execution_options(synchronize_session=False)
-        )
-        if result.rowcount != 1:
-            db.session.rollback()
-            raise LeaseLost(f"operation {self.scope.key!r} is no longer ours")
-        note(self.scope, "discarded", reason=reason)
-        db.session.commit()
-
-    def release(self, reason: str) -> None:
-        """Give the lease back without an outcome, so a retry resumes at once."""
-        db.session.rollback()
-        try:
-            self._owned_update(locked_by=None, locked_until=None)
-        except LeaseLost:
-            db.session.rollback()
-            return
-        note(self.scope, "released", reason=reason, recovery_point=self.recovery_point)
-        db.session.commit()
-
-
-# --- claiming --------------------------------------------------------------
 
 
 def _retry_after(locked_until: datetime | None, now: datetime) -> int:
