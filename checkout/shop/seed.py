@@ -6,7 +6,7 @@ from checkout.extensions import db
 from checkout.shop.models import Customer, Product, hash_token
 
 PRODUCTS = [
-    ("MUG-01", "Idempotent Mug", "Pour twice, fill once.", "☕", 1400),
+    ("MUG-01", "Idempotent Mug", "Pour twice, fill once.", "☕️", 1400),
     ("TEE-01", "Exactly-Once T-shirt", "Soft cotton, printed a single time.", "👕", 2400),
     ("STK-01", "Retry Sticker Pack", "Ten stickers; sticking one twice is safe.", "🏷️", 500),
     ("NOTE-01", "Ledger Notebook", "Append-only, dotted pages.", "📓", 1250),
