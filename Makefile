@@ -42,6 +42,8 @@ test: install browser
 
 ## PNGs of the catalog, checkout, a replayed order, the unsafe path and the lab, into docs/.
 screenshots: install browser
+	@fc-list 2>/dev/null | grep -qi emoji || { command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ] && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fonts-noto-color-emoji >/dev/null; } || true
 	$(BIN)/python scripts/screenshots.py
 
 ## 1000 payments through injected faults against a running shop (make run first); MASS_ARGS=--unsafe
