@@ -11,7 +11,7 @@ at most once per (customer, endpoint, key).
     operation.py    owner-checked phases and recovery points
     audit.py        the trail of every step
 """
-from checkout.idempotency.audit import record_event
+from checkout.idempotency.audit import had_duplicates, record_event
 from checkout.idempotency.engine import abandoned, claim, execute, peek, purge, take_over
 from checkout.idempotency.fingerprint import fingerprint
 from checkout.idempotency.keys import MalformedKey, MissingKey, parse_key
@@ -42,5 +42,5 @@ __all__ = [
     "Done", "IdempotencyEvent", "IdempotencyRecord", "InProgress", "LeaseLost",
     "MalformedKey", "Mismatch", "MissingKey", "Operation", "Outcome", "RetryLater",
     "Scope", "Settings", "StoredResponse", "Unfinished",
-    "abandoned", "claim", "execute", "fingerprint", "parse_key", "peek", "purge", "record_event", "take_over",
+    "abandoned", "claim", "execute", "fingerprint", "had_duplicates", "parse_key", "peek", "purge", "record_event", "take_over",
 ]

@@ -5,6 +5,8 @@ import os
 import socket
 from typing import Any
 
+import sqlalchemy as sa
+
 from checkout.extensions import db
 from checkout.idempotency.models import IdempotencyEvent
 from checkout.idempotency.types import Scope
@@ -30,3 +32,15 @@ def record_event(scope: Scope, name: str, **detail: Any) -> None:
     """Write one audit event in its own transaction."""
     note(scope, name, **detail)
     db.session.commit()
+
+
+def had_duplicates(scope: Scope) -> bool:
+    """Whether another request with this key arrived while the operation was in progress."""
+    found = db.session.scalar(
+        sa.select(IdempotencyEvent.id)
+        .where(IdempotencyEvent.customer == scope.customer, IdempotencyEvent.endpoint == scope.endpoint,
+               IdempotencyEvent.key == scope.key, IdempotencyEvent.name == "conflict")
+        .limit(1)
+    )
+    db.session.commit()
+    return found is not None

@@ -21,12 +21,14 @@ from checkout.idempotency import (
     Unfinished,
     execute,
     fingerprint,
+    had_duplicates,
     parse_key,
     peek,
 )
 from checkout.shop import cart
 from checkout.shop.forms import CheckoutForm
 from checkout.shop.identity import browser_customer, ensure_browser_identity
+from checkout.shop.orders_page import remember_replay
 from checkout.shop.placement import OrderRequest, place_order
 from checkout.shop.responders import BROWSER_ENDPOINT, OUTCOME_HEADER, BrowserResponder
 from checkout.shop.runtime import fingerprint_secret, gateway, idempotency_settings
@@ -135,7 +137,11 @@ def _answer(outcome: object, form: CheckoutForm, key: str) -> tuple[str, int] | 
         if outcome.response.status == 303:
             # Paid. Clear the cart on the replay too: the last cookie the browser keeps may be this one's.
             cart.clear()
-            return redirect(location + ("?replayed=1" if outcome.replayed else ""), 303)
+            # A replay, or the original of a double submit (a duplicate waited on it): either way the
+            # shopper pressed Pay more than once, and whichever answer the browser shows says so.
+            if outcome.replayed or had_duplicates(_scope(key)):
+                remember_replay(location)
+            return redirect(location, 303)
         # Declined (or abandoned and ended by reconcile): final under this key. Offer another try with a new key.
         remembered = cart.remembered_key()
         next_key = remembered[0] if remembered and remembered[0] != key else cart.remember_new_key()
@@ -174,7 +180,8 @@ def pending(key: str) -> tuple[str, int] | Response:
         paid_url = _paid_order_url(record)
         if paid_url:
             cart.clear()
-            return redirect(paid_url + "?replayed=1", 303)
+            remember_replay(paid_url)
+            return redirect(paid_url, 303)
         return redirect(url_for("checkout.show"), 303)  # declined: the checkout offers a new try
     if record.locked_by is None or (record.locked_until and record.locked_until < utcnow()):
         # Released without an outcome, or its worker died: the shopper's next Pay resumes it.

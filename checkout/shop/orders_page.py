@@ -2,13 +2,29 @@
 from __future__ import annotations
 
 import sqlalchemy as sa
-from flask import Blueprint, abort, render_template, request
+from flask import Blueprint, abort, render_template, session
 
 from checkout.extensions import db
 from checkout.shop.identity import known_browser_customer
 from checkout.shop.models import Order
 
 bp = Blueprint("orders", __name__)
+
+REPLAYED = "replayed_orders"
+REMEMBERED_REPLAYS = 10
+
+
+def remember_replay(order_url: str) -> None:
+    """Note in the session that Pay was pressed more than once for this order.
+
+    A replay redirects to the same order URL as the original; the order page
+    reads this note to say "already placed and charged once". In a double
+    submit both answers carry the note, so whichever one the browser shows
+    (and whichever cookie it keeps last) says so.
+    """
+    order_id = order_url.rstrip("/").rsplit("/", 1)[-1]
+    replayed = [o for o in session.get(REPLAYED, []) if o != order_id]
+    session[REPLAYED] = [*replayed, order_id][-REMEMBERED_REPLAYS:]
 
 
 def orders_of(customer_id: int) -> list[Order]:
@@ -39,4 +55,4 @@ def show(order_id: str) -> str:
     order = order_of(customer.id, order_id) if customer else None
     if order is None:
         abort(404)
-    return render_template("shop/order.html", order=order, replayed=request.args.get("replayed") == "1")
+    return render_template("shop/order.html", order=order, replayed=order_id in session.get(REPLAYED, []))
