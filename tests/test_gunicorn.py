@@ -133,3 +133,17 @@ def test_reconcile_finishes_a_payment_whose_worker_died_and_whose_client_never_c
     assert order.status == "paid"
     assert len(ledger.succeeded_charges()) == 1
     assert [(r.state, r.response_status) for r in ledger.records()] == [("completed", 201)]
+
+
+def test_two_browser_submits_of_one_form_on_different_workers_charge_once(app: Flask, database_url: str,
+                                                                          instance: Path, ledger: Ledger) -> None:
+    """JavaScript off, a double click, four worker processes: the two POSTs are free to land on two of them."""
+    from tests.test_concurrency import browser_at_checkout
+
+    with gunicorn(database_url, instance) as [server]:
+        browser, form = browser_at_checkout(server.url)
+        finals = race(2, lambda _i: browser.open(f"{server.url}/checkout", data=form).read().decode())
+    [order] = ledger.orders()
+    assert all(f'data-testid="order-id">{order.public_id}<' in page for page in finals)
+    assert len(ledger.succeeded_charges()) == 1
+    assert ledger.events().count("replayed") == 1
