@@ -51,7 +51,8 @@ EXERCISES = (
     Exercise(
         "killed-worker", "5. A worker dies mid-payment",
         ("Serve with several workers: make serve.",
-         "Pay with 4000 0000 0000 0077, and while it runs kill the worker named in the lab's timeline: "
+         "Pay with 4000 0000 0000 0077 and go straight to the lab (leave the payment page, or the browser "
+         "may resend the payment by itself); while it runs, kill the worker named in the key's timeline: "
          "kill -9 <pid>.",
          "Never retry. After the lease (30 s) run: flask --app checkout idempotency reconcile."),
         "Reconcile asks the gateway by the order's gateway key and finishes the payment: the order is paid, with "
