@@ -17,6 +17,7 @@ from checkout.idempotency import (
     MalformedKey,
     Mismatch,
     MissingKey,
+    Outcome,
     Scope,
     Unfinished,
     execute,
@@ -108,8 +109,9 @@ def pay() -> tuple[str, int] | Response:
     scope = _scope(key)
     card_number = digits_only(form.card_number.data or "")
     email = (form.email.data or "").strip()
-    request_fingerprint = fingerprint(fingerprint_secret(), "POST", BROWSER_ENDPOINT,
-                           {"email": email, "card_number": card_number, "cart_version": form.cart_version.data})
+    # The fingerprint covers the form: a resubmitted form matches, an edited one does not.
+    form_data = {"email": email, "card_number": card_number, "cart_version": form.cart_version.data}
+    request_fingerprint = fingerprint(fingerprint_secret(), "POST", BROWSER_ENDPOINT, form_data)
 
     record = peek(scope)
     # A first attempt must be for the cart as it is now. (A known key is
@@ -128,10 +130,12 @@ def pay() -> tuple[str, int] | Response:
         settings=idempotency_settings(),
         wait_seconds=float(current_app.config["CHECKOUT_BROWSER_WAIT_SECONDS"]),
     )
-    return _answer(outcome, form, key)
+    return _answer(outcome, form, scope)
 
 
-def _answer(outcome: object, form: CheckoutForm, key: str) -> tuple[str, int] | Response:
+def _answer(outcome: Outcome, form: CheckoutForm, scope: Scope) -> tuple[str, int] | Response:
+    """Turn the engine's outcome into the page the shopper sees."""
+    key = scope.key
     if isinstance(outcome, Done):
         location = outcome.response.headers.get("Location", url_for("orders.index"))
         if outcome.response.status == 303:
@@ -139,7 +143,7 @@ def _answer(outcome: object, form: CheckoutForm, key: str) -> tuple[str, int] | 
             cart.clear()
             # A replay, or the original of a double submit (a duplicate waited on it): either way the
             # shopper pressed Pay more than once, and whichever answer the browser shows says so.
-            if outcome.replayed or had_duplicates(_scope(key)):
+            if outcome.replayed or had_duplicates(scope):
                 remember_replay(location)
             return redirect(location, 303)
         # Declined (or abandoned and ended by reconcile): final under this key. Offer another try with a new key.
@@ -163,7 +167,7 @@ def _answer(outcome: object, form: CheckoutForm, key: str) -> tuple[str, int] | 
         return _render_form(form, 503, error=f"We could not confirm your payment yet: {outcome.reason}. "
                                              "Press Pay to try again; it finishes this same payment and never "
                                              "charges twice.")
-    abort(500)
+    raise AssertionError(f"unknown outcome {outcome!r}")
 
 
 @bp.get("/checkout/pending/<key>")
