@@ -1,20 +1,28 @@
 """Helpers the tests share: reading the ledger, and the fields of a form."""
 from __future__ import annotations
 
+import http.cookiejar
 import threading
 import time
+import urllib.request
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 from html.parser import HTMLParser
 from typing import Any
+from urllib.parse import urlencode
 
 import sqlalchemy as sa
 from flask import Flask
+from flask.testing import FlaskClient
 
+from checkout.database import utcnow
 from checkout.extensions import db
 from checkout.gateway import GatewayCharge
-from checkout.idempotency import IdempotencyEvent, IdempotencyRecord
+from checkout.gateway.cards import digits_only
+from checkout.idempotency import IdempotencyEvent, IdempotencyRecord, Scope, Settings, claim, fingerprint
 from checkout.shop.models import Order
+from checkout.shop.responders import API_ENDPOINT
 
 ALICE = {"Authorization": "Bearer demo-alice-token"}
 BOB = {"Authorization": "Bearer demo-bob-token"}
@@ -41,26 +49,31 @@ class Ledger:
     def __init__(self, app: Flask) -> None:
         self.app = app
 
-    def _all(self, model: Any, *where: Any) -> list[Any]:
+    def rows(self, model: Any, *where: Any) -> list[Any]:
         with self.app.app_context():
             rows = list(db.session.scalars(sa.select(model).where(*where)))
             db.session.commit()  # keeps the rows loaded after the session ends
             return rows
 
     def orders(self, *where: Any) -> list[Order]:
-        return self._all(Order, *where)
+        return self.rows(Order, *where)
 
     def charges(self, *where: Any) -> list[GatewayCharge]:
-        return self._all(GatewayCharge, *where)
+        return self.rows(GatewayCharge, *where)
 
     def succeeded_charges(self) -> list[GatewayCharge]:
         return self.charges(GatewayCharge.status == "succeeded")
 
     def records(self, *where: Any) -> list[IdempotencyRecord]:
-        return self._all(IdempotencyRecord, *where)
+        return self.rows(IdempotencyRecord, *where)
 
     def events(self, *where: Any) -> list[str]:
-        return [e.name for e in sorted(self._all(IdempotencyEvent, *where), key=lambda e: e.id)]
+        return [e.name for e in sorted(self.rows(IdempotencyEvent, *where), key=lambda e: e.id)]
+
+    def worker_of(self, event: str) -> int:
+        """The pid of the worker that recorded ``event`` first (events carry host:pid); 0 if none yet."""
+        events = sorted(self.rows(IdempotencyEvent, IdempotencyEvent.name == event), key=lambda e: e.id)
+        return int(events[0].worker.rsplit(":", 1)[1]) if events else 0
 
 
 class _FormParser(HTMLParser):
@@ -110,3 +123,64 @@ def race(count: int, call: Callable[[int], Any]) -> list[Any]:
 
     with ThreadPoolExecutor(max_workers=count) as pool:
         return list(pool.map(one, range(count)))
+
+
+# --- acting on the app ------------------------------------------------------
+
+
+def post_order(client: FlaskClient, key: str | None, body: Any = None,
+               headers: dict[str, str] | None = None) -> Any:
+    """POST /api/orders as alice (unless ``headers`` say otherwise), with ``key`` if given."""
+    request_headers = {**ALICE, **(headers or {})}
+    if key is not None:
+        request_headers["Idempotency-Key"] = key
+    return client.post("/api/orders", json=order_body() if body is None else body, headers=request_headers)
+
+
+def claim_as_a_dying_worker(app: Flask, key: str, body: dict[str, Any] | None = None, *,
+                            lease_seconds: float = 30) -> object:
+    """Claim alice's API key for ``body`` exactly as a request would, and never finish it.
+
+    Returns what the claim returned: an Operation, or what the key's existing record means.
+    """
+    body = order_body() if body is None else body
+    normalized = {"items": [{"sku": i["sku"], "quantity": i["quantity"]} for i in body["items"]],
+                  "email": body["email"], "card_number": digits_only(body["card_number"])}
+    with app.app_context():
+        operation = claim(Scope("cus_demo_alice", API_ENDPOINT, key),
+                          fingerprint(app.config["SECRET_KEY"], "POST", API_ENDPOINT, normalized),
+                          Settings(lease_seconds=lease_seconds))
+        db.session.remove()
+    return operation
+
+
+def age_every_record(app: Flask, seconds: float = 3600) -> None:
+    """Let time pass for the records: their leases expire, their last update is long ago."""
+    past = utcnow() - timedelta(seconds=seconds)
+    with app.app_context():
+        db.session.execute(sa.update(IdempotencyRecord)
+                           .where(IdempotencyRecord.locked_by.is_not(None))
+                           .values(locked_until=past))
+        db.session.execute(sa.update(IdempotencyRecord).values(updated_at=past))
+        db.session.commit()
+
+
+def add_to_cart(client: FlaskClient, sku: str = "MUG-01") -> None:
+    csrf = form_fields(client.get("/").get_data(as_text=True), form_id=None)["csrf_token"]
+    response = client.post("/cart/items", data={"csrf_token": csrf, "sku": sku, "quantity": "1"})
+    assert response.status_code == 303
+
+
+def checkout_fields(client: FlaskClient) -> dict[str, str]:
+    page = client.get("/checkout")
+    assert page.status_code == 200
+    return form_fields(page.get_data(as_text=True))
+
+
+def browser_at_checkout(url: str) -> tuple[urllib.request.OpenerDirector, bytes]:
+    """A cookie-keeping client of a live server with a mug in its cart, and its filled checkout form (slow card)."""
+    browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+    csrf = form_fields(browser.open(f"{url}/").read().decode(), form_id=None)["csrf_token"]
+    browser.open(f"{url}/cart/items", data=urlencode({"csrf_token": csrf, "sku": "MUG-01"}).encode())
+    fields = form_fields(browser.open(f"{url}/checkout").read().decode())
+    return browser, urlencode({**fields, "email": "shopper@example.com", "card_number": SLOW_CARD}).encode()

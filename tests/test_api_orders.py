@@ -6,18 +6,11 @@ import uuid
 
 from flask.testing import FlaskClient
 
-from tests.helpers import ALICE, BOB, DECLINED_CARD, Ledger, order_body
+from tests.helpers import ALICE, BOB, DECLINED_CARD, Ledger, claim_as_a_dying_worker, order_body, post_order
 
 
 def new_key() -> str:
     return str(uuid.uuid4())
-
-
-def post_order(client: FlaskClient, key: str | None, body: object = None, headers: dict[str, str] | None = None):
-    request_headers = {**ALICE, **(headers or {})}
-    if key is not None:
-        request_headers["Idempotency-Key"] = key
-    return client.post("/api/orders", json=order_body() if body is None else body, headers=request_headers)
 
 
 def test_first_success_is_201_with_location_and_the_order(client: FlaskClient, ledger: Ledger) -> None:
@@ -53,17 +46,8 @@ def test_replay_returns_the_stored_status_and_byte_identical_body(client: FlaskC
 
 
 def test_same_key_still_in_progress_is_409_with_retry_after(client: FlaskClient, app, ledger: Ledger) -> None:
-    from checkout.extensions import db
-    from checkout.idempotency import Scope, Settings, claim, fingerprint
-    from checkout.shop.responders import API_ENDPOINT as ENDPOINT
-
     key = new_key()
-    with app.app_context():  # another worker holds the key, mid-operation
-        body = {"items": [{"sku": "MUG-01", "quantity": 2}, {"sku": "STK-01", "quantity": 1}],
-                "email": "alice@example.com", "card_number": "4242424242424242"}
-        claim(Scope("cus_demo_alice", ENDPOINT, key), fingerprint("test-secret-key", "POST", ENDPOINT, body),
-              Settings(lease_seconds=60))
-        db.session.remove()
+    claim_as_a_dying_worker(app, key, lease_seconds=60)  # another worker holds the key, mid-operation
     response = post_order(client, key)
     assert response.status_code == 409
     assert int(response.headers["Retry-After"]) >= 1

@@ -6,19 +6,7 @@ import uuid
 
 from flask.testing import FlaskClient
 
-from tests.helpers import DECLINED_CARD, GOOD_CARD, Ledger, form_fields
-
-
-def add_to_cart(client: FlaskClient, sku: str = "MUG-01") -> None:
-    csrf = form_fields(client.get("/").get_data(as_text=True), form_id=None)["csrf_token"]
-    response = client.post("/cart/items", data={"csrf_token": csrf, "sku": sku, "quantity": "1"})
-    assert response.status_code == 303
-
-
-def checkout_fields(client: FlaskClient) -> dict[str, str]:
-    page = client.get("/checkout")
-    assert page.status_code == 200
-    return form_fields(page.get_data(as_text=True))
+from tests.helpers import DECLINED_CARD, GOOD_CARD, Ledger, add_to_cart, checkout_fields, form_fields
 
 
 def pay(client: FlaskClient, fields: dict[str, str], card: str = GOOD_CARD, email: str = "shopper@example.com"):
@@ -159,7 +147,7 @@ def test_a_payment_abandoned_before_its_order_is_not_resumed_for_an_emptied_cart
     from checkout.extensions import db
     from checkout.idempotency import Scope, Settings, claim, fingerprint
     from checkout.shop.responders import BROWSER_ENDPOINT
-    from tests.test_failures import age_every_record
+    from tests.helpers import age_every_record
 
     add_to_cart(client)
     fields = checkout_fields(client)

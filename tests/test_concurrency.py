@@ -1,29 +1,17 @@
 """Real races: many threads, one key, a real threaded server on a real database."""
 from __future__ import annotations
 
-import http.cookiejar
 import re
-import urllib.request
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from urllib.parse import urlencode
 
 import pytest
 
 from tests.conftest import LiveServer
-from tests.helpers import ALICE, BOB, SLOW_CARD, Ledger, form_fields, order_body, race, wait_for
+from tests.helpers import ALICE, BOB, SLOW_CARD, Ledger, browser_at_checkout, order_body, race, wait_for
 from tests.http import post_json, send
 
 pytestmark = pytest.mark.slow
-
-
-def browser_at_checkout(url: str) -> tuple[urllib.request.OpenerDirector, bytes]:
-    """A cookie-keeping client with a mug in its cart, and its filled checkout form (slow card)."""
-    browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
-    csrf = form_fields(browser.open(f"{url}/").read().decode(), form_id=None)["csrf_token"]
-    browser.open(f"{url}/cart/items", data=urlencode({"csrf_token": csrf, "sku": "MUG-01"}).encode())
-    fields = form_fields(browser.open(f"{url}/checkout").read().decode())
-    return browser, urlencode({**fields, "email": "shopper@example.com", "card_number": SLOW_CARD}).encode()
 
 
 def test_twenty_threads_with_one_key_make_one_order_and_one_charge(live_server: LiveServer, ledger: Ledger) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 import threading
 import uuid
 from datetime import timedelta
-from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -14,29 +13,25 @@ from flask.testing import FlaskClient, FlaskCliRunner
 from checkout.database import utcnow
 from checkout.extensions import db
 from checkout.idempotency import IdempotencyRecord, LeaseLost, Scope, Settings, claim, take_over
-from tests.helpers import ALICE, ANSWER_LOST_CARD, GOOD_CARD, UNAVAILABLE_CARD, Ledger, form_fields, order_body
-from tests.test_checkout_page import add_to_cart, checkout_fields
-
-
-def post(client: FlaskClient, key: str, card: str = GOOD_CARD, **changes: Any):
-    return client.post("/api/orders", json=order_body(card=card, **changes), headers={**ALICE, "Idempotency-Key": key})
-
-
-def age_every_record(app: Flask, seconds: float = 3600) -> None:
-    """Let time pass for the records: their leases expire, their last update is long ago."""
-    past = utcnow() - timedelta(seconds=seconds)
-    with app.app_context():
-        db.session.execute(sa.update(IdempotencyRecord)
-                           .where(IdempotencyRecord.locked_by.is_not(None))
-                           .values(locked_until=past))
-        db.session.execute(sa.update(IdempotencyRecord).values(updated_at=past))
-        db.session.commit()
+from tests.helpers import (
+    ALICE,
+    ANSWER_LOST_CARD,
+    UNAVAILABLE_CARD,
+    Ledger,
+    add_to_cart,
+    age_every_record,
+    checkout_fields,
+    claim_as_a_dying_worker,
+    form_fields,
+    order_body,
+    post_order,
+)
 
 
 def test_gateway_unavailable_is_503_nothing_stored_and_the_retry_resumes(client: FlaskClient,
                                                                         ledger: Ledger) -> None:
     key = str(uuid.uuid4())
-    first = post(client, key, UNAVAILABLE_CARD)
+    first = post_order(client, key, order_body(card=UNAVAILABLE_CARD))
     assert first.status_code == 503
     assert first.headers["Retry-After"] == "1"
     assert first.mimetype == "application/problem+json"
@@ -44,7 +39,7 @@ def test_gateway_unavailable_is_503_nothing_stored_and_the_retry_resumes(client:
     assert (record.state, record.recovery_point, record.locked_by, record.response_status) == \
         ("in_progress", "charge_attempted", None, None)
     assert ledger.charges() == []
-    retry = post(client, key, UNAVAILABLE_CARD)  # no waiting: the lease was released at once
+    retry = post_order(client, key, order_body(card=UNAVAILABLE_CARD))  # no waiting: the lease was released at once
     assert retry.status_code == 201
     assert "Idempotent-Replayed" not in retry.headers
     [order] = ledger.orders()
@@ -56,30 +51,30 @@ def test_gateway_unavailable_is_503_nothing_stored_and_the_retry_resumes(client:
 def test_a_lost_gateway_answer_is_503_and_the_retry_finds_the_charge_instead_of_charging_again(
         client: FlaskClient, ledger: Ledger) -> None:
     key = str(uuid.uuid4())
-    first = post(client, key, ANSWER_LOST_CARD)
+    first = post_order(client, key, order_body(card=ANSWER_LOST_CARD))
     assert first.status_code == 503
     [charge] = ledger.charges()  # the gateway did charge
     assert [o.status for o in ledger.orders()] == ["pending"]
-    retry = post(client, key, ANSWER_LOST_CARD)
+    retry = post_order(client, key, order_body(card=ANSWER_LOST_CARD))
     assert retry.status_code == 201
     assert retry.get_json()["charge_id"] == charge.id
     assert len(ledger.charges()) == 1
     assert [o.status for o in ledger.orders()] == ["paid"]
-    assert post(client, key, ANSWER_LOST_CARD).get_data() == retry.get_data()
+    assert post_order(client, key, order_body(card=ANSWER_LOST_CARD)).get_data() == retry.get_data()
 
 
 def test_a_retry_after_the_lease_expires_takes_over_and_finishes(app: Flask, client: FlaskClient,
                                                                 ledger: Ledger) -> None:
     key = str(uuid.uuid4())
-    first = post(client, key, ANSWER_LOST_CARD)
+    first = post_order(client, key, order_body(card=ANSWER_LOST_CARD))
     assert first.status_code == 503
     with app.app_context():  # as if the worker had died holding the lease, not released it
         db.session.execute(sa.update(IdempotencyRecord).values(locked_by="dead-worker",
                                                                locked_until=utcnow() + timedelta(seconds=60)))
         db.session.commit()
-    assert post(client, key, ANSWER_LOST_CARD).status_code == 409
+    assert post_order(client, key, order_body(card=ANSWER_LOST_CARD)).status_code == 409
     age_every_record(app)
-    assert post(client, key, ANSWER_LOST_CARD).status_code == 201
+    assert post_order(client, key, order_body(card=ANSWER_LOST_CARD)).status_code == 201
     assert len(ledger.succeeded_charges()) == 1
     assert [o.status for o in ledger.orders()] == ["paid"]
 
@@ -135,7 +130,7 @@ def test_reconcile_completes_an_abandoned_payment_that_the_gateway_charged(app: 
                                                                          runner: FlaskCliRunner,
                                                                          ledger: Ledger) -> None:
     key = str(uuid.uuid4())
-    assert post(client, key, ANSWER_LOST_CARD).status_code == 503  # the client never comes back
+    assert post_order(client, key, order_body(card=ANSWER_LOST_CARD)).status_code == 503  # the client never comes back
     age_every_record(app)
     result = runner.invoke(args=["idempotency", "reconcile"])
     assert "paid" in result.output and "reconciled 1" in result.output
@@ -143,7 +138,7 @@ def test_reconcile_completes_an_abandoned_payment_that_the_gateway_charged(app: 
     assert order.status == "paid" and len(ledger.succeeded_charges()) == 1
     [record] = ledger.records()
     assert (record.state, record.response_status) == ("completed", 201)
-    late = post(client, key, ANSWER_LOST_CARD)
+    late = post_order(client, key, order_body(card=ANSWER_LOST_CARD))
     assert late.status_code == 201 and late.headers["Idempotent-Replayed"] == "true"
     assert late.get_json()["id"] == order.public_id
 
@@ -152,12 +147,12 @@ def test_reconcile_ends_an_abandoned_unpaid_payment_and_the_client_sees_it(app: 
                                                                           runner: FlaskCliRunner,
                                                                           ledger: Ledger) -> None:
     key = str(uuid.uuid4())
-    assert post(client, key, UNAVAILABLE_CARD).status_code == 503
+    assert post_order(client, key, order_body(card=UNAVAILABLE_CARD)).status_code == 503
     age_every_record(app)
     assert "failed" in runner.invoke(args=["idempotency", "reconcile"]).output
     assert [o.status for o in ledger.orders()] == ["failed"]
     assert ledger.charges() == []
-    late = post(client, key, UNAVAILABLE_CARD)
+    late = post_order(client, key, order_body(card=UNAVAILABLE_CARD))
     assert late.status_code == 402
     assert late.get_json()["type"] == "payment-abandoned"
 
@@ -165,26 +160,17 @@ def test_reconcile_ends_an_abandoned_unpaid_payment_and_the_client_sees_it(app: 
 def test_reconcile_restarts_an_operation_abandoned_before_its_order_existed(app: Flask, client: FlaskClient,
                                                                            runner: FlaskCliRunner,
                                                                            ledger: Ledger) -> None:
-    from checkout.idempotency import fingerprint
-    from checkout.shop.responders import API_ENDPOINT
-
     key = str(uuid.uuid4())
-    body = order_body()
-    normalized = {"items": [{"sku": i["sku"], "quantity": i["quantity"]} for i in body["items"]],
-                  "email": body["email"], "card_number": body["card_number"].replace(" ", "")}
-    with app.app_context():  # a worker claimed the key and died at once
-        claim(Scope("cus_demo_alice", API_ENDPOINT, key),
-              fingerprint("test-secret-key", "POST", API_ENDPOINT, normalized), Settings())
+    claim_as_a_dying_worker(app, key)  # a worker claimed the key and died at once
     age_every_record(app)
     assert "restarted" in runner.invoke(args=["idempotency", "reconcile"]).output
     assert ledger.records() == [] and ledger.orders() == []
-    assert post(client, key).status_code == 201
+    assert post_order(client, key).status_code == 201
     assert len(ledger.succeeded_charges()) == 1
 
 
 def test_reconcile_leaves_live_operations_alone(app: Flask, runner: FlaskCliRunner, ledger: Ledger) -> None:
-    with app.app_context():
-        claim(Scope("cus_demo_alice", "POST /api/orders", "live-operation-0001"), "f" * 64, Settings())
+    claim_as_a_dying_worker(app, "live-operation-0001")  # its lease has not run out
     assert "reconciled 0" in runner.invoke(args=["idempotency", "reconcile"]).output
     assert [r.state for r in ledger.records()] == ["in_progress"]
 
@@ -205,9 +191,7 @@ def test_in_the_browser_a_lost_gateway_answer_shows_try_again_with_the_same_key(
     assert order.status == "paid" and len(ledger.charges()) == 1
 
 
-@pytest.mark.parametrize("app_overrides", [{}])
-def test_an_unreachable_database_is_a_503_page_or_problem_not_a_trace(tmp_path: Any,
-                                                                      app_overrides: dict[str, Any]) -> None:
+def test_an_unreachable_database_is_a_503_page_or_problem_not_a_trace() -> None:
     from checkout import create_app
 
     app = create_app({"SECRET_KEY": "k",

@@ -112,4 +112,4 @@ def test_a_charge_survives_a_rollback_of_the_callers_transaction(app: Flask, gat
         charge(gateway)  # the gateway commits on its own connection
         db.session.rollback()
     assert len(ledger.charges()) == 1
-    assert ledger._all(Customer, Customer.public_id == "cus_rolled_back") == []
+    assert ledger.rows(Customer, Customer.public_id == "cus_rolled_back") == []

@@ -15,10 +15,19 @@ from flask.testing import FlaskCliRunner
 
 from checkout import client as retry_client
 from tests.conftest import POSTGRES_URL
-from tests.helpers import ALICE, GOOD_CARD, SLOW_CARD, Ledger, order_body, race, wait_for
+from tests.helpers import (
+    ALICE,
+    GOOD_CARD,
+    SLOW_CARD,
+    Ledger,
+    age_every_record,
+    browser_at_checkout,
+    order_body,
+    race,
+    wait_for,
+)
 from tests.http import post_json
 from tests.servers import gunicorn
-from tests.test_failures import age_every_record
 
 pytestmark = pytest.mark.slow
 BACKEND = "postgresql" if POSTGRES_URL else "sqlite"
@@ -64,14 +73,6 @@ def test_50_distinct_keys_at_once_make_50_orders_and_50_charges(app: Flask, data
     assert len(ledger.succeeded_charges()) == 50
 
 
-def worker_of(ledger: Ledger, event: str) -> int:
-    """The pid of the worker that recorded ``event`` (events carry host:pid)."""
-    from checkout.idempotency import IdempotencyEvent
-
-    events = [e for e in ledger._all(IdempotencyEvent) if e.name == event]
-    return int(events[0].worker.rsplit(":", 1)[1]) if events else 0
-
-
 def pay_in_background(url: str, key: str) -> threading.Thread:
     """A client whose connection will die with the worker: it gets no answer."""
 
@@ -93,7 +94,7 @@ def test_a_worker_killed_mid_payment_is_resumed_by_the_retry(app: Flask, databas
     with gunicorn(database_url, instance, settings={"CHECKOUT_LEASE_SECONDS": "2",
                                                     "CHECKOUT_SLOW_CARD_SECONDS": "4"}) as [server]:
         client = pay_in_background(server.url, key)
-        pid = wait_for(lambda: worker_of(ledger, "gateway_called"))
+        pid = wait_for(lambda: ledger.worker_of("gateway_called"))
         if moment == "after the gateway charged":
             wait_for(ledger.charges)
         else:
@@ -120,7 +121,7 @@ def test_reconcile_finishes_a_payment_whose_worker_died_and_whose_client_never_c
     key = str(uuid.uuid4())
     with gunicorn(database_url, instance, settings={"CHECKOUT_SLOW_CARD_SECONDS": "4"}) as [server]:
         client = pay_in_background(server.url, key)
-        pid = wait_for(lambda: worker_of(ledger, "gateway_called"))
+        pid = wait_for(lambda: ledger.worker_of("gateway_called"))
         wait_for(ledger.charges)
         os.kill(pid, signal.SIGKILL)
         client.join(timeout=30)
@@ -138,8 +139,6 @@ def test_reconcile_finishes_a_payment_whose_worker_died_and_whose_client_never_c
 def test_two_browser_submits_of_one_form_on_different_workers_charge_once(app: Flask, database_url: str,
                                                                           instance: Path, ledger: Ledger) -> None:
     """JavaScript off, a double click, four worker processes: the two POSTs are free to land on two of them."""
-    from tests.test_concurrency import browser_at_checkout
-
     with gunicorn(database_url, instance) as [server]:
         browser, form = browser_at_checkout(server.url)
         finals = race(2, lambda _i: browser.open(f"{server.url}/checkout", data=form).read().decode())

@@ -6,8 +6,7 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 
-from tests.helpers import ALICE, SLOW_CARD, order_body
-from tests.test_checkout_page import add_to_cart, checkout_fields
+from tests.helpers import ALICE, SLOW_CARD, add_to_cart, checkout_fields, form_fields, order_body
 
 
 def test_the_ledger_lists_records_orders_charges_and_events_newest_first(client: FlaskClient) -> None:
@@ -59,7 +58,9 @@ def test_with_the_lab_off_the_unsafe_checkout_cannot_be_reached(client: FlaskCli
     add_to_cart(client)
     assert 'data-testid="unsafe-switch"' not in client.get("/checkout").get_data(as_text=True)
     assert client.get("/lab/unsafe-checkout").status_code == 404
-    assert client.post("/lab/unsafe-checkout", data={}).status_code in (400, 404)
+    csrf = form_fields(client.get("/").get_data(as_text=True), form_id=None)["csrf_token"]
+    form = {"csrf_token": csrf, "email": "s@example.com", "card_number": "4242424242424242"}
+    assert client.post("/lab/unsafe-checkout", data=form).status_code == 404  # a valid form, still no way in
     assert client.post("/api/lab/unsafe-orders", json=order_body(card=SLOW_CARD), headers=ALICE).status_code == 404
     assert client.get("/lab/exercises").status_code == 404
 

@@ -16,13 +16,20 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_stat
 
 from checkout.extensions import db
 from checkout.gateway import GatewayCharge
-from checkout.idempotency import Scope, Settings, claim, fingerprint
 from checkout.shop.models import Order
 from checkout.shop.reconcile import reconcile
-from checkout.shop.responders import API_ENDPOINT
 from checkout.shop.runtime import gateway, idempotency_settings
-from tests.helpers import ALICE, ANSWER_LOST_CARD, DECLINED_CARD, GOOD_CARD, UNAVAILABLE_CARD, order_body, race
-from tests.test_failures import age_every_record
+from tests.helpers import (
+    ALICE,
+    ANSWER_LOST_CARD,
+    DECLINED_CARD,
+    GOOD_CARD,
+    UNAVAILABLE_CARD,
+    age_every_record,
+    claim_as_a_dying_worker,
+    order_body,
+    race,
+)
 
 CARDS = [GOOD_CARD, DECLINED_CARD, UNAVAILABLE_CARD, ANSWER_LOST_CARD]
 KEYS = 4
@@ -89,13 +96,7 @@ def test_no_sequence_of_retries_faults_and_crashes_charges_twice(app: Flask) -> 
         def a_worker_claims_and_dies(self, index: int, card: str) -> None:
             key = self.keys[index]
             self.cards.setdefault(key, card)
-            body = self.body(key, False)
-            normalized = {"items": [{"sku": i["sku"], "quantity": i["quantity"]} for i in body["items"]],
-                          "email": body["email"], "card_number": body["card_number"].replace(" ", "")}
-            with app.app_context():
-                claim(Scope("cus_demo_alice", API_ENDPOINT, key),
-                      fingerprint(app.config["SECRET_KEY"], "POST", API_ENDPOINT, normalized), Settings())
-                db.session.remove()
+            claim_as_a_dying_worker(app, key, self.body(key, False))
 
         @rule()
         def leases_expire(self) -> None:

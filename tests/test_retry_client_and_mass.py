@@ -11,10 +11,18 @@ import sqlalchemy as sa
 from checkout import client
 from checkout.database import utcnow
 from checkout.extensions import db
-from checkout.idempotency import IdempotencyRecord, Scope, Settings, claim
+from checkout.idempotency import IdempotencyRecord
 from checkout.lab import mass
 from tests.conftest import LiveServer
-from tests.helpers import ANSWER_LOST_CARD, GOOD_CARD, SLOW_CARD, UNAVAILABLE_CARD, Ledger, order_body
+from tests.helpers import (
+    ANSWER_LOST_CARD,
+    GOOD_CARD,
+    SLOW_CARD,
+    UNAVAILABLE_CARD,
+    Ledger,
+    claim_as_a_dying_worker,
+    order_body,
+)
 
 TOKEN = "demo-alice-token"
 
@@ -52,18 +60,10 @@ def test_the_client_never_retries_a_4xx_other_than_409(live_server: LiveServer, 
 
 
 def test_the_client_honours_retry_after_on_409(live_server: LiveServer, ledger: Ledger) -> None:
-    from checkout.idempotency import fingerprint
-    from checkout.shop.responders import API_ENDPOINT
-
     key = "held-by-another-worker-01"
     body = order_body()
-    normalized = {"items": [{"sku": i["sku"], "quantity": i["quantity"]} for i in body["items"]],
-                  "email": body["email"], "card_number": body["card_number"].replace(" ", "")}
+    claim_as_a_dying_worker(live_server.app, key, body, lease_seconds=60)
     app = live_server.app
-    with app.app_context():
-        claim(Scope("cus_demo_alice", API_ENDPOINT, key),
-              fingerprint(app.config["SECRET_KEY"], "POST", API_ENDPOINT, normalized), Settings(lease_seconds=60))
-        db.session.remove()
     waits: list[float] = []
 
     def wait_and_let_the_lease_expire(seconds: float) -> None:

@@ -16,7 +16,6 @@ from tests.browser.shopping import add_to_cart, fill_checkout
 from tests.conftest import LiveServer
 from tests.helpers import ANSWER_LOST_CARD, SLOW_CARD, UNAVAILABLE_CARD, Ledger, wait_for
 from tests.servers import gunicorn
-from tests.test_gunicorn import worker_of
 
 ORDER_URL = re.compile(r"/orders/ord_[0-9a-f]+$")
 
@@ -98,7 +97,7 @@ def test_exercise_5_a_worker_dies_mid_payment(app: Flask, browser: Browser, data
         add_to_cart(page, server.url)
         fill_checkout(page, server.url, SLOW_CARD)
         page.get_by_test_id("pay-button").click(no_wait_after=True)
-        pid = wait_for(lambda: worker_of(ledger, "gateway_called"))  # the worker named in the timeline
+        pid = wait_for(lambda: ledger.worker_of("gateway_called"))  # the worker named in the timeline
         # The shopper goes to the lab instead of waiting (else Chromium resends the POST by itself
         # when the connection dies, and that retry would finish the payment: "never retry").
         page.goto(f"{server.url}/lab")
