@@ -210,7 +210,7 @@ def execute(scope: Scope, fingerprint: str, action: Callable[[Operation], None],
     try:
         action(operation)
     except RetryLater as exc:
-        operation.release(exc.reason)
+        operation.release(exc.reason, exc.event, **exc.detail)
         return Unfinished(retry_after=exc.retry_after, reason=exc.reason)
     except LeaseLost:
         db.session.rollback()

@@ -103,13 +103,20 @@ class Operation:
         note(self.scope, "discarded", reason=reason)
         db.session.commit()
 
-    def release(self, reason: str) -> None:
-        """Give the lease back without an outcome, so a retry resumes at once."""
+    def release(self, reason: str, event: str | None = None, **detail: Any) -> None:
+        """Give the lease back without an outcome, so a retry resumes at once.
+
+        ``event`` (what went wrong, e.g. "answer_lost") is recorded with the release.
+        """
         db.session.rollback()
         try:
             self._owned_update(locked_by=None, locked_until=None)
+            released = True
         except LeaseLost:
-            db.session.rollback()
-            return
-        note(self.scope, "released", reason=reason, recovery_point=self.recovery_point)
+            db.session.rollback()  # the new owner holds the lease; only the audit is ours to write
+            released = False
+        if event:
+            note(self.scope, event, **detail)
+        if released:
+            note(self.scope, "released", reason=reason, recovery_point=self.recovery_point)
         db.session.commit()

@@ -4,6 +4,7 @@ can raise."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -63,12 +64,18 @@ Outcome = Done | InProgress | Mismatch | Unfinished
 
 
 class RetryLater(Exception):
-    """Raised by an operation whose outcome is not known yet (nothing is stored)."""
+    """Raised by an operation whose outcome is not known yet (nothing is stored).
 
-    def __init__(self, reason: str, retry_after: int = 1) -> None:
+    ``event`` and ``detail`` name what happened, for the audit trail; they are
+    written in the same transaction that releases the lease.
+    """
+
+    def __init__(self, reason: str, retry_after: int = 1, *, event: str | None = None, **detail: Any) -> None:
         super().__init__(reason)
         self.reason = reason
         self.retry_after = retry_after
+        self.event = event
+        self.detail = detail
 
 
 class LeaseLost(Exception):

@@ -129,14 +129,14 @@ def damage() -> list[dict[str, Any]]:
     orders = db.session.execute(
         sa.select(Order, Customer.public_id, Customer.name).join(Customer).order_by(Order.created_at, Order.id)
     ).all()
-    charged = dict(db.session.execute(
-        sa.select(GatewayCharge.reference, sa.func.sum(GatewayCharge.amount_cents))
-        .where(GatewayCharge.status == "succeeded").group_by(GatewayCharge.reference)
-    ).all())
-    charges_per_order = dict(db.session.execute(
-        sa.select(GatewayCharge.reference, sa.func.count())
-        .where(GatewayCharge.status == "succeeded").group_by(GatewayCharge.reference)
-    ).all())
+    # Per order: the money its succeeded charges took, and how many there were.
+    succeeded = {
+        reference: (amount or 0, count)
+        for reference, amount, count in db.session.execute(
+            sa.select(GatewayCharge.reference, sa.func.sum(GatewayCharge.amount_cents), sa.func.count())
+            .where(GatewayCharge.status == "succeeded").group_by(GatewayCharge.reference)
+        )
+    }
     db.session.commit()
     rows: dict[str, dict[str, Any]] = {}  # by "customer:unsafe"
     last_unsafe: dict[tuple[str, str, int], Any] = {}
@@ -145,9 +145,9 @@ def damage() -> list[dict[str, Any]]:
         row = rows.setdefault(f"{customer}:{order.unsafe}", {
             "customer": customer, "name": name, "ordered_cents": 0, "charged_cents": 0,
             "charged_twice_cents": 0, "unsafe": order.unsafe, "currency": order.currency})
-        amount = charged.get(order.public_id, 0) or 0
+        amount, charges = succeeded.get(order.public_id, (0, 0))
         row["charged_cents"] += amount
-        extra = max(0, charges_per_order.get(order.public_id, 0) - 1) * order.total_cents
+        extra = max(0, charges - 1) * order.total_cents
         signature = (customer, order.email, order.total_cents)
         previous = last_unsafe.get(signature) if order.unsafe else None
         duplicate = previous is not None and (order.created_at - previous).total_seconds() <= DUPLICATE_WINDOW_SECONDS

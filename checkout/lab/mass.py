@@ -94,13 +94,8 @@ def run(base_url: str, payments: int, clients: int, *, unsafe: bool, timeout: fl
 
 
 def _pick_card(rng: random.Random) -> tuple[str, bool]:
-    total = sum(weight for _card, weight, _pays in CARDS)
-    point = rng.uniform(0, total)
-    for card, weight, pays in CARDS:
-        point -= weight
-        if point <= 0:
-            return card, pays
-    return CARDS[0][0], True
+    card, _weight, pays = rng.choices(CARDS, weights=[weight for _card, weight, _pays in CARDS])[0]
+    return card, pays
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,27 +20,29 @@ def ensure_browser_identity() -> str:
     return str(customer_id)
 
 
+def _customer(public_id: str) -> Customer | None:
+    customer = db.session.scalars(sa.select(Customer).where(Customer.public_id == public_id)).first()
+    db.session.commit()
+    return customer
+
+
 def browser_customer() -> Customer:
     """The session's customer row, created atomically the first time it is needed."""
     customer_public_id = ensure_browser_identity()
-    customer = db.session.scalars(sa.select(Customer).where(Customer.public_id == customer_public_id)).first()
+    customer = _customer(customer_public_id)
     if customer is None:
         db.session.execute(
             insert_ignoring_conflicts(Customer, db.session).values(public_id=customer_public_id, created_at=utcnow())
         )
-        customer = db.session.scalars(sa.select(Customer).where(Customer.public_id == customer_public_id)).one()
-    db.session.commit()
+        customer = _customer(customer_public_id)  # ours, or a racing request's: the same row
+        assert customer is not None
     return customer
 
 
 def known_browser_customer() -> Customer | None:
     """The session's customer if it has ever written anything, without creating one."""
     customer_public_id = session.get(SESSION_CUSTOMER)
-    if not customer_public_id:
-        return None
-    customer = db.session.scalars(sa.select(Customer).where(Customer.public_id == customer_public_id)).first()
-    db.session.commit()
-    return customer
+    return _customer(str(customer_public_id)) if customer_public_id else None
 
 
 def api_customer() -> Customer | None:

@@ -22,7 +22,7 @@ from checkout.gateway import (
     GatewayTimeout,
     GatewayUnavailable,
 )
-from checkout.idempotency import STARTED, Operation, RetryLater, StoredResponse, record_event
+from checkout.idempotency import STARTED, Operation, RetryLater, StoredResponse
 from checkout.shop.models import DECLINED, FAILED, PAID, PENDING, Order, OrderItem, public_id
 from checkout.shop.responders import Responder
 
@@ -131,11 +131,11 @@ def place_order(operation: Operation, request: OrderRequest, respond: Responder,
             operation.complete(respond.declined(order))
         return
     except GatewayUnavailable:
-        record_event(operation.scope, "gateway_unavailable", order_id=order.public_id)
-        raise RetryLater("the payment gateway is unavailable; nothing was charged", retry_after=1)
+        raise RetryLater("the payment gateway is unavailable; nothing was charged", retry_after=1,
+                         event="gateway_unavailable", order_id=order.public_id)
     except GatewayTimeout:
-        record_event(operation.scope, "answer_lost", order_id=order.public_id)
-        raise RetryLater("the payment gateway did not answer in time", retry_after=1)
+        raise RetryLater("the payment gateway did not answer in time", retry_after=1,
+                         event="answer_lost", order_id=order.public_id)
     finish_paid(operation, order, charge, respond)
 
 
