@@ -6,7 +6,7 @@ FLASK := $(BIN)/flask --app checkout
 HOST ?= 127.0.0.1
 PORT ?= 5000
 
-.PHONY: install run serve test migrate seed browser screenshots mass clean
+.PHONY: install run serve test lint migrate seed browser screenshots mass clean
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,11 @@ browser:
 ## The whole suite, browser tests included.
 test: install browser
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+## Lint and format check (ruff).
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 ## PNGs of the catalog, checkout, a replayed order, the unsafe path and the lab, into docs/.
 screenshots: install browser

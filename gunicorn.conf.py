@@ -5,6 +5,7 @@ the request fingerprints depend on it); in development the key is generated
 once into the instance folder, which every worker reads.
 Several app servers on several machines share one PostgreSQL.
 """
+
 import os
 
 bind = os.environ.get("GUNICORN_BIND", "127.0.0.1:5000")

@@ -1,9 +1,11 @@
 """Checkout: a Flask shop whose checkout cannot charge anyone twice."""
+
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from flask import Flask
 

@@ -1,4 +1,5 @@
 """Command line: seed, and the idempotency housekeeping."""
+
 from __future__ import annotations
 
 import click

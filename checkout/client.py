@@ -11,6 +11,7 @@ Retry-After, and never retries any other 4xx: those need a changed request.
 ``--wrong-way`` makes a new key for every retry: the classic mistake. Against
 a lost answer (card 4000 0000 0000 0259) it charges twice.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,8 +22,9 @@ import time
 import urllib.error
 import urllib.request
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 RETRYABLE = {409, 502, 503, 504}
 
@@ -55,10 +57,22 @@ def backoff(attempt: int, base: float, cap: float, retry_after: str | None, rng:
     return delay
 
 
-def place_order(base_url: str, token: str, body: dict[str, Any], *, key: str | None = None,
-                max_attempts: int = 8, base_delay: float = 0.25, max_delay: float = 5.0, timeout: float = 10.0,
-                wrong_way: bool = False, path: str = "/api/orders", log: Callable[[str], None] = lambda _line: None,
-                sleep: Callable[[float], None] = time.sleep, rng: random.Random | None = None) -> Result:
+def place_order(
+    base_url: str,
+    token: str,
+    body: dict[str, Any],
+    *,
+    key: str | None = None,
+    max_attempts: int = 8,
+    base_delay: float = 0.25,
+    max_delay: float = 5.0,
+    timeout: float = 10.0,
+    wrong_way: bool = False,
+    path: str = "/api/orders",
+    log: Callable[[str], None] = lambda _line: None,
+    sleep: Callable[[float], None] = time.sleep,
+    rng: random.Random | None = None,
+) -> Result:
     rng = rng or random.Random()
     key = key or str(uuid.uuid4())  # made once, before the first attempt
     payload = json.dumps(body).encode()  # the same bytes on every attempt
@@ -67,9 +81,10 @@ def place_order(base_url: str, token: str, body: dict[str, Any], *, key: str | N
         if wrong_way and number > 1:
             key = str(uuid.uuid4())  # THE MISTAKE: a retry that is a new operation
         request = urllib.request.Request(
-            f"{base_url.rstrip('/')}{path}", data=payload, method="POST",
-            headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}",
-                     "Idempotency-Key": key},
+            f"{base_url.rstrip('/')}{path}",
+            data=payload,
+            method="POST",
+            headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}", "Idempotency-Key": key},
         )
         status: int | None
         try:
@@ -124,14 +139,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--key", help="reuse this Idempotency-Key (default: a new UUID4)")
     parser.add_argument("--attempts", type=int, default=8)
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for each answer")
-    parser.add_argument("--wrong-way", action="store_true",
-                        help="WRONG WAY, for the workshop: a new key on every retry (charges twice)")
+    parser.add_argument(
+        "--wrong-way", action="store_true", help="WRONG WAY, for the workshop: a new key on every retry (charges twice)"
+    )
     args = parser.parse_args(argv)
     if args.wrong_way:
         print("!! wrong way: every retry gets a NEW Idempotency-Key; the server cannot tell retries apart")
     body = {"items": [{"sku": args.sku, "quantity": args.quantity}], "email": args.email, "card_number": args.card}
-    result = place_order(args.url, args.token, body, key=args.key, max_attempts=args.attempts,
-                         timeout=args.timeout, wrong_way=args.wrong_way, log=print)
+    result = place_order(
+        args.url,
+        args.token,
+        body,
+        key=args.key,
+        max_attempts=args.attempts,
+        timeout=args.timeout,
+        wrong_way=args.wrong_way,
+        log=print,
+    )
     print(result.body.decode(errors="replace"))
     return 0 if result.status is not None and result.status < 400 else 1
 

@@ -3,12 +3,14 @@
 Every ``CHECKOUT_*`` setting can be given as an environment variable;
 booleans accept true/false/1/0 (and yes/no, on/off).
 """
+
 from __future__ import annotations
 
 import os
 import secrets
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 DEFAULTS: dict[str, Any] = {
     "CHECKOUT_ENV": "development",

@@ -3,9 +3,10 @@ timestamps, portable "insert unless it exists", and SQLite's locking setup.
 
 Nothing here knows about orders, payments or idempotency.
 """
+
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -29,7 +30,7 @@ class Base(DeclarativeBase):
 
 
 def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 class UTCDateTime(sa.types.TypeDecorator[datetime]):
@@ -45,11 +46,11 @@ class UTCDateTime(sa.types.TypeDecorator[datetime]):
     def process_bind_param(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
         if value is not None and value.tzinfo is None:
             raise ValueError("naive datetime; use checkout.database.utcnow()")
-        return value.astimezone(timezone.utc) if value is not None else None
+        return value.astimezone(UTC) if value is not None else None
 
     def process_result_value(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
         if value is not None and value.tzinfo is None:
-            return value.replace(tzinfo=timezone.utc)
+            return value.replace(tzinfo=UTC)
         return value
 
 

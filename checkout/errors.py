@@ -2,6 +2,7 @@
 
 Every handler rolls the session back first, so nothing half-written stays.
 """
+
 from __future__ import annotations
 
 import logging
@@ -52,8 +53,7 @@ def register_error_handlers(app: Flask) -> None:
     @app.errorhandler(CSRFError)
     def csrf_error(error: CSRFError) -> Answer:
         _rollback()
-        return _render(400, "This form has expired",
-                       "Reload the page and submit it again. Nothing was charged.")
+        return _render(400, "This form has expired", "Reload the page and submit it again. Nothing was charged.")
 
     @app.errorhandler(HTTPException)
     def http_error(error: HTTPException) -> Answer:
@@ -69,13 +69,19 @@ def register_error_handlers(app: Flask) -> None:
     def database_unavailable(error: OperationalError) -> Answer:
         _rollback()
         log.error("database unavailable: %s", error.__class__.__name__)
-        return _render(503, "Temporarily unavailable",
-                       "We cannot reach our database right now. Nothing was charged twice; "
-                       "please try again in a moment.", {"Retry-After": "5"})
+        return _render(
+            503,
+            "Temporarily unavailable",
+            "We cannot reach our database right now. Nothing was charged twice; please try again in a moment.",
+            {"Retry-After": "5"},
+        )
 
     @app.errorhandler(InternalServerError)
     def internal_error(error: InternalServerError) -> Answer:
         _rollback()
-        return _render(500, "Something went wrong",
-                       "We could not finish your request. If you were paying, press Pay again: "
-                       "the same payment resumes and is never charged twice.")
+        return _render(
+            500,
+            "Something went wrong",
+            "We could not finish your request. If you were paying, press Pay again: "
+            "the same payment resumes and is never charged twice.",
+        )

@@ -1,4 +1,5 @@
 """Extension objects, created unbound and bound in the app factory."""
+
 from flask_migrate import Migrate
 from flask_sqlalchemy import SQLAlchemy
 from flask_wtf.csrf import CSRFProtect

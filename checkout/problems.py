@@ -1,4 +1,5 @@
 """RFC 9457 problem details: every API error, never an HTML page or a trace."""
+
 from __future__ import annotations
 
 import json
@@ -23,8 +24,9 @@ PROBLEM_TYPES = {
 }
 
 
-def problem(status: int, title: str, detail: str, type_: str | None = None,
-            headers: dict[str, str] | None = None, **extra: Any) -> Response:
+def problem(
+    status: int, title: str, detail: str, type_: str | None = None, headers: dict[str, str] | None = None, **extra: Any
+) -> Response:
     body: dict[str, Any] = {
         "type": type_ or PROBLEM_TYPES.get(status, "about:blank"),
         "title": title,

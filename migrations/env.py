@@ -1,4 +1,5 @@
 """Alembic environment for Flask-Migrate and Flask-SQLAlchemy 3."""
+
 import logging
 from logging.config import fileConfig
 
@@ -15,14 +16,13 @@ config.set_main_option("sqlalchemy.url", db.engine.url.render_as_string(hide_pas
 
 
 def run_migrations_offline() -> None:
-    context.configure(url=config.get_main_option("sqlalchemy.url"), target_metadata=db.metadata,
-                      literal_binds=True)
+    context.configure(url=config.get_main_option("sqlalchemy.url"), target_metadata=db.metadata, literal_binds=True)
     with context.begin_transaction():
         context.run_migrations()
 
 
 def run_migrations_online() -> None:
-    def process_revision_directives(context, revision, directives):  # noqa: ANN001
+    def process_revision_directives(context, revision, directives):
         if getattr(config.cmd_opts, "autogenerate", False) and directives[0].upgrade_ops.is_empty():
             directives[:] = []
             logger.info("No changes in schema detected.")

@@ -2,6 +2,7 @@
 
 Starts its own server on a fresh SQLite database, so it never touches yours.
 """
+
 from __future__ import annotations
 
 import os
@@ -20,24 +21,35 @@ from checkout import create_app  # noqa: E402
 from checkout.extensions import db  # noqa: E402
 from checkout.shop.seed import seed  # noqa: E402
 
-FLAGS = ["--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run",
-         "--disable-gpu"]
+FLAGS = [
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-gpu",
+]
 
 
 def main() -> None:
     docs = ROOT / "docs"
     docs.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory() as folder:
-        app = create_app({"SQLALCHEMY_DATABASE_URI": f"sqlite:///{folder}/shots.sqlite3", "SECRET_KEY": "shots",
-                          "CHECKOUT_SLOW_CARD_SECONDS": 1.5})
+        app = create_app(
+            {
+                "SQLALCHEMY_DATABASE_URI": f"sqlite:///{folder}/shots.sqlite3",
+                "SECRET_KEY": "shots",
+                "CHECKOUT_SLOW_CARD_SECONDS": 1.5,
+            }
+        )
         with app.app_context():
             db.create_all()
             seed(demo_customers=True)
         server = make_server("127.0.0.1", 0, app, threaded=True)
         threading.Thread(target=server.serve_forever, daemon=True).start()
         base = f"http://127.0.0.1:{server.server_port}"
-        chromium = os.environ.get("CHROMIUM_PATH") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists()
-                                                      else None)
+        chromium = os.environ.get("CHROMIUM_PATH") or (
+            "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None
+        )
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=chromium, args=FLAGS)
             page = browser.new_page(viewport={"width": 1200, "height": 860})
@@ -53,14 +65,17 @@ def main() -> None:
             page.get_by_test_id("pay-button").click()
             page.wait_for_url("**/orders/**")
             page.go_back()
-            page.evaluate("""([action, fields]) => {
+            page.evaluate(
+                """([action, fields]) => {
                 const form = document.createElement('form'); form.method = 'post'; form.action = action;
                 for (const [name, value] of Object.entries(fields)) {
                     const input = document.createElement('input'); input.type = 'hidden';
                     input.name = name; input.value = value; form.appendChild(input);
                 }
                 document.body.appendChild(form); form.submit();
-            }""", [f"{base}/checkout", fields])
+            }""",
+                [f"{base}/checkout", fields],
+            )
             page.wait_for_url("**replayed=1")
             page.screenshot(path=str(docs / "replayed-order.png"))
             # The unsafe path: one purchase, pressed twice.

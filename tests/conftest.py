@@ -1,6 +1,7 @@
 """Fixtures: a fresh real database per test (SQLite file, or a PostgreSQL
 schema when TEST_DATABASE_URL points at one), the app, its clients, and a
 live threaded server for concurrency and browser tests."""
+
 from __future__ import annotations
 
 import os

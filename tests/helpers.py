@@ -1,4 +1,5 @@
 """Helpers the tests share: reading the ledger, and the fields of a form."""
+
 from __future__ import annotations
 
 import http.cookiejar
@@ -128,8 +129,7 @@ def race(count: int, call: Callable[[int], Any]) -> list[Any]:
 # --- acting on the app ------------------------------------------------------
 
 
-def post_order(client: FlaskClient, key: str | None, body: Any = None,
-               headers: dict[str, str] | None = None) -> Any:
+def post_order(client: FlaskClient, key: str | None, body: Any = None, headers: dict[str, str] | None = None) -> Any:
     """POST /api/orders as alice (unless ``headers`` say otherwise), with ``key`` if given."""
     request_headers = {**ALICE, **(headers or {})}
     if key is not None:
@@ -137,19 +137,25 @@ def post_order(client: FlaskClient, key: str | None, body: Any = None,
     return client.post("/api/orders", json=order_body() if body is None else body, headers=request_headers)
 
 
-def claim_as_a_dying_worker(app: Flask, key: str, body: dict[str, Any] | None = None, *,
-                            lease_seconds: float = 30) -> object:
+def claim_as_a_dying_worker(
+    app: Flask, key: str, body: dict[str, Any] | None = None, *, lease_seconds: float = 30
+) -> object:
     """Claim alice's API key for ``body`` exactly as a request would, and never finish it.
 
     Returns what the claim returned: an Operation, or what the key's existing record means.
     """
     body = order_body() if body is None else body
-    normalized = {"items": [{"sku": i["sku"], "quantity": i["quantity"]} for i in body["items"]],
-                  "email": body["email"], "card_number": digits_only(body["card_number"])}
+    normalized = {
+        "items": [{"sku": i["sku"], "quantity": i["quantity"]} for i in body["items"]],
+        "email": body["email"],
+        "card_number": digits_only(body["card_number"]),
+    }
     with app.app_context():
-        operation = claim(Scope("cus_demo_alice", API_ENDPOINT, key),
-                          fingerprint(app.config["SECRET_KEY"], "POST", API_ENDPOINT, normalized),
-                          Settings(lease_seconds=lease_seconds))
+        operation = claim(
+            Scope("cus_demo_alice", API_ENDPOINT, key),
+            fingerprint(app.config["SECRET_KEY"], "POST", API_ENDPOINT, normalized),
+            Settings(lease_seconds=lease_seconds),
+        )
         db.session.remove()
     return operation
 
@@ -158,9 +164,9 @@ def age_every_record(app: Flask, seconds: float = 3600) -> None:
     """Let time pass for the records: their leases expire, their last update is long ago."""
     past = utcnow() - timedelta(seconds=seconds)
     with app.app_context():
-        db.session.execute(sa.update(IdempotencyRecord)
-                           .where(IdempotencyRecord.locked_by.is_not(None))
-                           .values(locked_until=past))
+        db.session.execute(
+            sa.update(IdempotencyRecord).where(IdempotencyRecord.locked_by.is_not(None)).values(locked_until=past)
+        )
         db.session.execute(sa.update(IdempotencyRecord).values(updated_at=past))
         db.session.commit()
 

@@ -1,4 +1,5 @@
 """A tiny HTTP client for tests against a live server (stdlib only, no retries)."""
+
 from __future__ import annotations
 
 import json
@@ -26,8 +27,9 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
 _opener = urllib.request.build_opener(_NoRedirect)
 
 
-def send(method: str, url: str, *, body: bytes | None = None, headers: dict[str, str] | None = None,
-         timeout: float = 30) -> Reply:
+def send(
+    method: str, url: str, *, body: bytes | None = None, headers: dict[str, str] | None = None, timeout: float = 30
+) -> Reply:
     request = urllib.request.Request(url, data=body, method=method, headers=headers or {})
     try:
         with _opener.open(request, timeout=timeout) as response:
@@ -38,5 +40,4 @@ def send(method: str, url: str, *, body: bytes | None = None, headers: dict[str,
 
 
 def post_json(url: str, payload: Any, headers: dict[str, str]) -> Reply:
-    return send("POST", url, body=json.dumps(payload).encode(),
-                headers={"Content-Type": "application/json", **headers})
+    return send("POST", url, body=json.dumps(payload).encode(), headers={"Content-Type": "application/json", **headers})

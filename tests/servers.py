@@ -1,4 +1,5 @@
 """Real gunicorn servers for the multi-process tests."""
+
 from __future__ import annotations
 
 import os
@@ -9,10 +10,10 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -45,8 +46,9 @@ def _wait_until_serving(url: str, process: subprocess.Popen[bytes], timeout: flo
 
 
 @contextmanager
-def gunicorn(database_url: str, instance: Path, *, servers: int = 1, workers: int = 4,
-             settings: dict[str, str] | None = None) -> Iterator[list[Server]]:
+def gunicorn(
+    database_url: str, instance: Path, *, servers: int = 1, workers: int = 4, settings: dict[str, str] | None = None
+) -> Iterator[list[Server]]:
     """Start ``servers`` gunicorn servers (each with ``workers`` workers) on one database."""
     env = {
         **os.environ,
@@ -61,10 +63,25 @@ def gunicorn(database_url: str, instance: Path, *, servers: int = 1, workers: in
             port = free_port()
             log = open(instance / f"gunicorn-{index}.log", "wb")  # noqa: SIM115 (closed with the process)
             process = subprocess.Popen(
-                [sys.executable, "-m", "gunicorn", "--config", str(ROOT / "gunicorn.conf.py"),
-                 "--bind", f"127.0.0.1:{port}", "--workers", str(workers), "--access-logfile", "/dev/null",
-                 "--chdir", str(instance), "checkout:create_app()"],
-                env={**env, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL, stderr=log,
+                [
+                    sys.executable,
+                    "-m",
+                    "gunicorn",
+                    "--config",
+                    str(ROOT / "gunicorn.conf.py"),
+                    "--bind",
+                    f"127.0.0.1:{port}",
+                    "--workers",
+                    str(workers),
+                    "--access-logfile",
+                    "/dev/null",
+                    "--chdir",
+                    str(instance),
+                    "checkout:create_app()",
+                ],
+                env={**env, "PYTHONPATH": str(ROOT)},
+                stdout=subprocess.DEVNULL,
+                stderr=log,
             )
             log.close()  # the child has its own copy
             started.append(Server(f"http://127.0.0.1:{port}", process))

@@ -1,4 +1,5 @@
 """POST /api/orders and the Idempotency-Key, one row of the spec's table per test."""
+
 from __future__ import annotations
 
 import json
@@ -65,8 +66,11 @@ def test_same_key_different_payload_is_422_and_leaves_the_record_untouched(clien
     assert other.status_code == 422
     assert other.get_json()["type"] == "idempotency-key-reused"
     [after] = ledger.records()
-    assert (after.fingerprint, after.response_body, after.response_status) == \
-        (before.fingerprint, before.response_body, before.response_status)
+    assert (after.fingerprint, after.response_body, after.response_status) == (
+        before.fingerprint,
+        before.response_body,
+        before.response_status,
+    )
     assert post_order(client, key).get_data() == first.get_data()
     assert len(ledger.orders()) == 1
 
@@ -95,8 +99,9 @@ def test_a_quoted_key_is_unquoted(client: FlaskClient, ledger: Ledger) -> None:
 
 def test_no_or_unknown_token_is_401(client: FlaskClient, ledger: Ledger) -> None:
     anonymous = client.post("/api/orders", json=order_body(), headers={"Idempotency-Key": new_key()})
-    wrong = client.post("/api/orders", json=order_body(),
-                        headers={"Idempotency-Key": new_key(), "Authorization": "Bearer nope"})
+    wrong = client.post(
+        "/api/orders", json=order_body(), headers={"Idempotency-Key": new_key(), "Authorization": "Bearer nope"}
+    )
     for response in (anonymous, wrong):
         assert response.status_code == 401
         assert response.mimetype == "application/problem+json"
@@ -105,16 +110,24 @@ def test_no_or_unknown_token_is_401(client: FlaskClient, ledger: Ledger) -> None
 
 
 def test_malformed_json_is_400(client: FlaskClient, ledger: Ledger) -> None:
-    response = client.post("/api/orders", data="{not json", content_type="application/json",
-                           headers={**ALICE, "Idempotency-Key": new_key()})
+    response = client.post(
+        "/api/orders",
+        data="{not json",
+        content_type="application/json",
+        headers={**ALICE, "Idempotency-Key": new_key()},
+    )
     assert response.status_code == 400
     assert response.get_json()["status"] == 400
     assert ledger.records() == []
 
 
 def test_a_body_that_is_not_json_is_415(client: FlaskClient, ledger: Ledger) -> None:
-    response = client.post("/api/orders", data="items=1", content_type="application/x-www-form-urlencoded",
-                           headers={**ALICE, "Idempotency-Key": new_key()})
+    response = client.post(
+        "/api/orders",
+        data="items=1",
+        content_type="application/x-www-form-urlencoded",
+        headers={**ALICE, "Idempotency-Key": new_key()},
+    )
     assert response.status_code == 415
     assert response.mimetype == "application/problem+json"
     assert ledger.records() == []
@@ -122,18 +135,21 @@ def test_a_body_that_is_not_json_is_415(client: FlaskClient, ledger: Ledger) -> 
 
 def test_a_body_over_64_kib_is_413(client: FlaskClient, ledger: Ledger) -> None:
     body = json.dumps(order_body(padding="x" * (64 * 1024)))
-    response = client.post("/api/orders", data=body, content_type="application/json",
-                           headers={**ALICE, "Idempotency-Key": new_key()})
+    response = client.post(
+        "/api/orders", data=body, content_type="application/json", headers={**ALICE, "Idempotency-Key": new_key()}
+    )
     assert response.status_code == 413
     assert response.mimetype == "application/problem+json"
     assert ledger.records() == []
 
 
-def test_an_invalid_body_is_422_with_field_errors_and_the_key_stays_usable(client: FlaskClient,
-                                                                           ledger: Ledger) -> None:
+def test_an_invalid_body_is_422_with_field_errors_and_the_key_stays_usable(client: FlaskClient, ledger: Ledger) -> None:
     key = new_key()
-    invalid = order_body(items=[{"sku": "NOPE", "quantity": 1}, {"sku": "MUG-01", "quantity": 100}],
-                         email="not-an-email", card_number="4242 4242 4242 4241")
+    invalid = order_body(
+        items=[{"sku": "NOPE", "quantity": 1}, {"sku": "MUG-01", "quantity": 100}],
+        email="not-an-email",
+        card_number="4242 4242 4242 4241",
+    )
     response = post_order(client, key, invalid)
     assert response.status_code == 422
     errors = response.get_json()["errors"]
@@ -161,8 +177,7 @@ def test_a_declined_card_is_402_stored_and_replayed(client: FlaskClient, ledger:
 def test_the_same_key_from_two_customers_is_two_unrelated_orders(client: FlaskClient, ledger: Ledger) -> None:
     key = new_key()
     alice = client.post("/api/orders", json=order_body(), headers={**ALICE, "Idempotency-Key": key})
-    bob = client.post("/api/orders", json=order_body(email="bob@example.com"),
-                      headers={**BOB, "Idempotency-Key": key})
+    bob = client.post("/api/orders", json=order_body(email="bob@example.com"), headers={**BOB, "Idempotency-Key": key})
     assert alice.status_code == bob.status_code == 201
     assert "Idempotent-Replayed" not in bob.headers
     assert alice.get_json()["id"] != bob.get_json()["id"]

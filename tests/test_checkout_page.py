@@ -1,4 +1,5 @@
 """The browser checkout, through the test client: the key in the form, replays, stale forms, declines."""
+
 from __future__ import annotations
 
 import re
@@ -45,8 +46,9 @@ def test_paying_redirects_303_to_the_paid_order_and_empties_the_cart(client: Fla
     assert order.status == "paid" and order.card_last4 == "4242"
 
 
-def test_resubmitting_the_same_form_shows_the_same_order_with_the_replay_notice(client: FlaskClient,
-                                                                               ledger: Ledger) -> None:
+def test_resubmitting_the_same_form_shows_the_same_order_with_the_replay_notice(
+    client: FlaskClient, ledger: Ledger
+) -> None:
     add_to_cart(client)
     fields = checkout_fields(client)
     first = pay(client, fields)
@@ -106,8 +108,9 @@ def test_a_post_without_csrf_token_is_refused(client: FlaskClient, ledger: Ledge
     assert ledger.orders() == []
 
 
-def test_a_lost_answer_then_reloading_checkout_shows_the_paid_order_and_pay_replays(client: FlaskClient,
-                                                                                   ledger: Ledger) -> None:
+def test_a_lost_answer_then_reloading_checkout_shows_the_paid_order_and_pay_replays(
+    client: FlaskClient, ledger: Ledger
+) -> None:
     add_to_cart(client)
     fields = checkout_fields(client)
     cookie = client.get_cookie("session")
@@ -142,8 +145,9 @@ def test_pages_render_and_static_files_are_served(client: FlaskClient) -> None:
     assert client.get("/checkout").status_code == 302  # empty cart: back to the cart
 
 
-def test_a_payment_abandoned_before_its_order_is_not_resumed_for_an_emptied_cart(app, client: FlaskClient,
-                                                                                 ledger: Ledger) -> None:
+def test_a_payment_abandoned_before_its_order_is_not_resumed_for_an_emptied_cart(
+    app, client: FlaskClient, ledger: Ledger
+) -> None:
     from checkout.extensions import db
     from checkout.idempotency import Scope, Settings, claim, fingerprint
     from checkout.shop.responders import BROWSER_ENDPOINT
@@ -154,10 +158,20 @@ def test_a_payment_abandoned_before_its_order_is_not_resumed_for_an_emptied_cart
     with client.session_transaction() as session:
         customer = session["customer"]
     with app.app_context():  # a worker claimed this form's key and died before creating the order
-        claim(Scope(customer, BROWSER_ENDPOINT, fields["idempotency_key"]),
-              fingerprint(app.config["SECRET_KEY"], "POST", BROWSER_ENDPOINT,
-                          {"email": "shopper@example.com", "card_number": GOOD_CARD.replace(" ", ""),
-                           "cart_version": fields["cart_version"]}), Settings())
+        claim(
+            Scope(customer, BROWSER_ENDPOINT, fields["idempotency_key"]),
+            fingerprint(
+                app.config["SECRET_KEY"],
+                "POST",
+                BROWSER_ENDPOINT,
+                {
+                    "email": "shopper@example.com",
+                    "card_number": GOOD_CARD.replace(" ", ""),
+                    "cart_version": fields["cart_version"],
+                },
+            ),
+            Settings(),
+        )
         db.session.remove()
     age_every_record(app)
     csrf = form_fields(client.get("/cart").get_data(as_text=True), form_id=None)["csrf_token"]

@@ -1,4 +1,5 @@
 """Real races: many threads, one key, a real threaded server on a real database."""
+
 from __future__ import annotations
 
 import re
@@ -16,8 +17,12 @@ pytestmark = pytest.mark.slow
 
 def test_twenty_threads_with_one_key_make_one_order_and_one_charge(live_server: LiveServer, ledger: Ledger) -> None:
     key = str(uuid.uuid4())
-    replies = race(20, lambda _i: post_json(f"{live_server.url}/api/orders", order_body(card=SLOW_CARD),
-                                            {**ALICE, "Idempotency-Key": key}))
+    replies = race(
+        20,
+        lambda _i: post_json(
+            f"{live_server.url}/api/orders", order_body(card=SLOW_CARD), {**ALICE, "Idempotency-Key": key}
+        ),
+    )
     statuses = sorted(r.status for r in replies)
     assert set(statuses) <= {201, 409}, statuses
     created = [r for r in replies if r.status == 201]
@@ -27,16 +32,23 @@ def test_twenty_threads_with_one_key_make_one_order_and_one_charge(live_server: 
     assert len(ledger.orders()) == 1
     assert len(ledger.succeeded_charges()) == 1
     # Once the first finishes, every retry is a replay of the same body.
-    assert post_json(f"{live_server.url}/api/orders", order_body(card=SLOW_CARD),
-                     {**ALICE, "Idempotency-Key": key}).body == created[0].body
+    assert (
+        post_json(f"{live_server.url}/api/orders", order_body(card=SLOW_CARD), {**ALICE, "Idempotency-Key": key}).body
+        == created[0].body
+    )
 
 
-def test_the_same_key_racing_from_two_customers_gives_two_independent_orders(live_server: LiveServer,
-                                                                             ledger: Ledger) -> None:
+def test_the_same_key_racing_from_two_customers_gives_two_independent_orders(
+    live_server: LiveServer, ledger: Ledger
+) -> None:
     key = str(uuid.uuid4())
     tokens = [ALICE, BOB]
-    replies = race(2, lambda i: post_json(f"{live_server.url}/api/orders", order_body(card=SLOW_CARD),
-                                          {**tokens[i], "Idempotency-Key": key}))
+    replies = race(
+        2,
+        lambda i: post_json(
+            f"{live_server.url}/api/orders", order_body(card=SLOW_CARD), {**tokens[i], "Idempotency-Key": key}
+        ),
+    )
     assert [r.status for r in replies] == [201, 201]
     alice, bob = (r.json() for r in replies)
     assert alice["id"] != bob["id"]
@@ -44,8 +56,9 @@ def test_the_same_key_racing_from_two_customers_gives_two_independent_orders(liv
     assert len(ledger.orders()) == 2 and len(ledger.succeeded_charges()) == 2
 
 
-def test_two_browser_submits_of_one_form_without_javascript_charge_once(live_server: LiveServer,
-                                                                         ledger: Ledger) -> None:
+def test_two_browser_submits_of_one_form_without_javascript_charge_once(
+    live_server: LiveServer, ledger: Ledger
+) -> None:
     """What a double-click does with JavaScript off: the same form POSTed twice at once."""
     browser, form = browser_at_checkout(live_server.url)
 
@@ -59,7 +72,8 @@ def test_two_browser_submits_of_one_form_without_javascript_charge_once(live_ser
 
 @pytest.mark.parametrize("app_overrides", [{"CHECKOUT_BROWSER_WAIT_SECONDS": 0.3, "CHECKOUT_SLOW_CARD_SECONDS": 3}])
 def test_a_second_submit_that_outwaits_its_bound_gets_a_self_refreshing_page_that_ends_on_the_order(
-        live_server: LiveServer, ledger: Ledger, app_overrides: dict) -> None:
+    live_server: LiveServer, ledger: Ledger, app_overrides: dict
+) -> None:
     browser, form = browser_at_checkout(live_server.url)
 
     with ThreadPoolExecutor(max_workers=1) as pool:

@@ -1,4 +1,5 @@
 """The app factory's configuration and the command line."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -11,15 +12,16 @@ from checkout.config import parse_bool
 from tests.helpers import ALICE, Ledger, order_body
 
 
-@pytest.mark.parametrize("raw,value", [("true", True), ("1", True), ("TRUE", True), ("false", False),
-                                       ("0", False), ("no", False)])
+@pytest.mark.parametrize(
+    ("raw", "value"), [("true", True), ("1", True), ("TRUE", True), ("false", False), ("0", False), ("no", False)]
+)
 def test_booleans_accept_true_false_1_0(raw: str, value: bool) -> None:
     assert parse_bool(raw) is value
 
 
 def test_a_bad_boolean_is_an_error_at_start(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
     monkeypatch.setenv("CHECKOUT_LAB", "maybe")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="not a boolean"):
         create_app({"SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path}/x.db", "SECRET_KEY": "k"})
 
 
@@ -30,8 +32,9 @@ def test_production_refuses_to_start_without_a_secret_key(monkeypatch: pytest.Mo
         create_app({"SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path}/x.db"})
 
 
-def test_development_keeps_one_generated_secret_in_the_instance_folder(monkeypatch: pytest.MonkeyPatch,
-                                                                      tmp_path: Any) -> None:
+def test_development_keeps_one_generated_secret_in_the_instance_folder(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
     monkeypatch.delenv("SECRET_KEY", raising=False)
     monkeypatch.delenv("CHECKOUT_ENV", raising=False)
     first = create_app({"SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path}/x.db"})
@@ -83,8 +86,9 @@ def test_purge_removes_expired_completed_records_only(app, client, runner: Flask
     assert len(ledger.orders()) == 1
 
 
-def test_a_retry_after_the_purge_gets_the_existing_order_not_a_second_one(app, client, runner: FlaskCliRunner,
-                                                                         ledger: Ledger) -> None:
+def test_a_retry_after_the_purge_gets_the_existing_order_not_a_second_one(
+    app, client, runner: FlaskCliRunner, ledger: Ledger
+) -> None:
     from datetime import timedelta
 
     import sqlalchemy as sa

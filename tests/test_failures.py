@@ -1,4 +1,5 @@
 """Gateway faults, lost answers, expired leases and reconcile: still one order, one charge."""
+
 from __future__ import annotations
 
 import threading
@@ -28,16 +29,19 @@ from tests.helpers import (
 )
 
 
-def test_gateway_unavailable_is_503_nothing_stored_and_the_retry_resumes(client: FlaskClient,
-                                                                        ledger: Ledger) -> None:
+def test_gateway_unavailable_is_503_nothing_stored_and_the_retry_resumes(client: FlaskClient, ledger: Ledger) -> None:
     key = str(uuid.uuid4())
     first = post_order(client, key, order_body(card=UNAVAILABLE_CARD))
     assert first.status_code == 503
     assert first.headers["Retry-After"] == "1"
     assert first.mimetype == "application/problem+json"
     [record] = ledger.records()
-    assert (record.state, record.recovery_point, record.locked_by, record.response_status) == \
-        ("in_progress", "charge_attempted", None, None)
+    assert (record.state, record.recovery_point, record.locked_by, record.response_status) == (
+        "in_progress",
+        "charge_attempted",
+        None,
+        None,
+    )
     assert ledger.charges() == []
     retry = post_order(client, key, order_body(card=UNAVAILABLE_CARD))  # no waiting: the lease was released at once
     assert retry.status_code == 201
@@ -49,7 +53,8 @@ def test_gateway_unavailable_is_503_nothing_stored_and_the_retry_resumes(client:
 
 
 def test_a_lost_gateway_answer_is_503_and_the_retry_finds_the_charge_instead_of_charging_again(
-        client: FlaskClient, ledger: Ledger) -> None:
+    client: FlaskClient, ledger: Ledger
+) -> None:
     key = str(uuid.uuid4())
     first = post_order(client, key, order_body(card=ANSWER_LOST_CARD))
     assert first.status_code == 503
@@ -63,14 +68,16 @@ def test_a_lost_gateway_answer_is_503_and_the_retry_finds_the_charge_instead_of_
     assert post_order(client, key, order_body(card=ANSWER_LOST_CARD)).get_data() == retry.get_data()
 
 
-def test_a_retry_after_the_lease_expires_takes_over_and_finishes(app: Flask, client: FlaskClient,
-                                                                ledger: Ledger) -> None:
+def test_a_retry_after_the_lease_expires_takes_over_and_finishes(
+    app: Flask, client: FlaskClient, ledger: Ledger
+) -> None:
     key = str(uuid.uuid4())
     first = post_order(client, key, order_body(card=ANSWER_LOST_CARD))
     assert first.status_code == 503
     with app.app_context():  # as if the worker had died holding the lease, not released it
-        db.session.execute(sa.update(IdempotencyRecord).values(locked_by="dead-worker",
-                                                               locked_until=utcnow() + timedelta(seconds=60)))
+        db.session.execute(
+            sa.update(IdempotencyRecord).values(locked_by="dead-worker", locked_until=utcnow() + timedelta(seconds=60))
+        )
         db.session.commit()
     assert post_order(client, key, order_body(card=ANSWER_LOST_CARD)).status_code == 409
     age_every_record(app)
@@ -88,9 +95,8 @@ def test_a_worker_whose_lease_was_taken_over_cannot_write(app: Flask) -> None:
         db.session.commit()
         second = claim(scope, "f" * 64, settings)
         assert second is not first and getattr(second, "resumed", False)
-        with pytest.raises(LeaseLost):
-            with first.phase():
-                first.checkpoint("order_created")
+        with pytest.raises(LeaseLost), first.phase():
+            first.checkpoint("order_created")
         [record] = db.session.scalars(sa.select(IdempotencyRecord)).all()
         assert (record.recovery_point, record.locked_by) == ("started", second.owner)
         with second.phase():
@@ -126,9 +132,9 @@ def test_of_many_retries_racing_for_an_expired_lease_exactly_one_takes_it_over(a
     assert len(winners) == 1
 
 
-def test_reconcile_completes_an_abandoned_payment_that_the_gateway_charged(app: Flask, client: FlaskClient,
-                                                                         runner: FlaskCliRunner,
-                                                                         ledger: Ledger) -> None:
+def test_reconcile_completes_an_abandoned_payment_that_the_gateway_charged(
+    app: Flask, client: FlaskClient, runner: FlaskCliRunner, ledger: Ledger
+) -> None:
     key = str(uuid.uuid4())
     assert post_order(client, key, order_body(card=ANSWER_LOST_CARD)).status_code == 503  # the client never comes back
     age_every_record(app)
@@ -143,9 +149,9 @@ def test_reconcile_completes_an_abandoned_payment_that_the_gateway_charged(app: 
     assert late.get_json()["id"] == order.public_id
 
 
-def test_reconcile_ends_an_abandoned_unpaid_payment_and_the_client_sees_it(app: Flask, client: FlaskClient,
-                                                                          runner: FlaskCliRunner,
-                                                                          ledger: Ledger) -> None:
+def test_reconcile_ends_an_abandoned_unpaid_payment_and_the_client_sees_it(
+    app: Flask, client: FlaskClient, runner: FlaskCliRunner, ledger: Ledger
+) -> None:
     key = str(uuid.uuid4())
     assert post_order(client, key, order_body(card=UNAVAILABLE_CARD)).status_code == 503
     age_every_record(app)
@@ -157,9 +163,9 @@ def test_reconcile_ends_an_abandoned_unpaid_payment_and_the_client_sees_it(app: 
     assert late.get_json()["type"] == "payment-abandoned"
 
 
-def test_reconcile_restarts_an_operation_abandoned_before_its_order_existed(app: Flask, client: FlaskClient,
-                                                                           runner: FlaskCliRunner,
-                                                                           ledger: Ledger) -> None:
+def test_reconcile_restarts_an_operation_abandoned_before_its_order_existed(
+    app: Flask, client: FlaskClient, runner: FlaskCliRunner, ledger: Ledger
+) -> None:
     key = str(uuid.uuid4())
     claim_as_a_dying_worker(app, key)  # a worker claimed the key and died at once
     age_every_record(app)
@@ -175,8 +181,9 @@ def test_reconcile_leaves_live_operations_alone(app: Flask, runner: FlaskCliRunn
     assert [r.state for r in ledger.records()] == ["in_progress"]
 
 
-def test_in_the_browser_a_lost_gateway_answer_shows_try_again_with_the_same_key(client: FlaskClient,
-                                                                               ledger: Ledger) -> None:
+def test_in_the_browser_a_lost_gateway_answer_shows_try_again_with_the_same_key(
+    client: FlaskClient, ledger: Ledger
+) -> None:
     add_to_cart(client)
     fields = checkout_fields(client)
     first = client.post("/checkout", data={**fields, "email": "s@example.com", "card_number": ANSWER_LOST_CARD})
@@ -194,8 +201,12 @@ def test_in_the_browser_a_lost_gateway_answer_shows_try_again_with_the_same_key(
 def test_an_unreachable_database_is_a_503_page_or_problem_not_a_trace() -> None:
     from checkout import create_app
 
-    app = create_app({"SECRET_KEY": "k",
-                      "SQLALCHEMY_DATABASE_URI": "postgresql+psycopg://postgres@127.0.0.1:9/none?connect_timeout=2"})
+    app = create_app(
+        {
+            "SECRET_KEY": "k",
+            "SQLALCHEMY_DATABASE_URI": "postgresql+psycopg://postgres@127.0.0.1:9/none?connect_timeout=2",
+        }
+    )
     client = app.test_client()
     page = client.get("/")
     assert page.status_code == 503

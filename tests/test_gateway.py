@@ -1,4 +1,5 @@
 """The mock gateway on its own: idempotent on the gateway key, its own transactions, its test cards."""
+
 from __future__ import annotations
 
 import threading
@@ -60,8 +61,7 @@ def test_a_gateway_key_reused_for_another_amount_is_refused(gateway: Gateway) ->
         charge(gateway, amount=999)
 
 
-def test_a_reference_gets_at_most_one_succeeded_charge_even_under_other_keys(gateway: Gateway,
-                                                                            ledger: Ledger) -> None:
+def test_a_reference_gets_at_most_one_succeeded_charge_even_under_other_keys(gateway: Gateway, ledger: Ledger) -> None:
     charge(gateway, key="gk-1")
     with pytest.raises(ReferenceAlreadyCharged):
         charge(gateway, key="gk-2")
@@ -71,8 +71,18 @@ def test_a_reference_gets_at_most_one_succeeded_charge_even_under_other_keys(gat
 def test_the_database_itself_refuses_a_second_succeeded_charge_for_a_reference(app: Flask, gateway: Gateway) -> None:
     charge(gateway, key="gk-1")
     with app.app_context():
-        db.session.add(GatewayCharge(id="ch_x", gateway_key="gk-2", reference="ord_1", amount_cents=1000,
-                                     currency="USD", status="succeeded", card_last4="4242", created_at=utcnow()))
+        db.session.add(
+            GatewayCharge(
+                id="ch_x",
+                gateway_key="gk-2",
+                reference="ord_1",
+                amount_cents=1000,
+                currency="USD",
+                status="succeeded",
+                card_last4="4242",
+                created_at=utcnow(),
+            )
+        )
         with pytest.raises(IntegrityError):
             db.session.commit()
         db.session.rollback()
@@ -100,10 +110,12 @@ def test_the_lost_answer_card_charges_then_times_out_once(gateway: Gateway, ledg
     assert charge(gateway, card=ANSWER_LOST_CARD).id == stored.id
 
 
-@pytest.mark.skipif(not POSTGRES_URL, reason="needs PostgreSQL: SQLite's single writer would make the gateway "
-                                            "wait for the open transaction (the shop never holds one across a call)")
-def test_a_charge_survives_a_rollback_of_the_callers_transaction(app: Flask, gateway: Gateway,
-                                                                 ledger: Ledger) -> None:
+@pytest.mark.skipif(
+    not POSTGRES_URL,
+    reason="needs PostgreSQL: SQLite's single writer would make the gateway "
+    "wait for the open transaction (the shop never holds one across a call)",
+)
+def test_a_charge_survives_a_rollback_of_the_callers_transaction(app: Flask, gateway: Gateway, ledger: Ledger) -> None:
     from checkout.shop.models import Customer
 
     with app.app_context():

@@ -1,8 +1,10 @@
 """Real gunicorn processes (4 workers each), on this run's database (SQLite, or
 PostgreSQL when TEST_DATABASE_URL is set): races across workers and servers,
 and workers killed with SIGKILL in the middle of a payment."""
+
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -41,18 +43,24 @@ def instance(tmp_path: Path) -> Path:
 
 
 def test_100_requests_with_one_key_over_two_servers_make_one_order_and_one_charge(
-        app: Flask, database_url: str, instance: Path, ledger: Ledger) -> None:
+    app: Flask, database_url: str, instance: Path, ledger: Ledger
+) -> None:
     key = str(uuid.uuid4())
     with gunicorn(database_url, instance, servers=2) as servers:
-        replies = race(100, lambda i: post_json(f"{servers[i % 2].url}/api/orders", order_body(card=SLOW_CARD),
-                                                {**ALICE, "Idempotency-Key": key}))
-        final = post_json(f"{servers[0].url}/api/orders", order_body(card=SLOW_CARD),
-                          {**ALICE, "Idempotency-Key": key})
+        replies = race(
+            100,
+            lambda i: post_json(
+                f"{servers[i % 2].url}/api/orders", order_body(card=SLOW_CARD), {**ALICE, "Idempotency-Key": key}
+            ),
+        )
+        final = post_json(f"{servers[0].url}/api/orders", order_body(card=SLOW_CARD), {**ALICE, "Idempotency-Key": key})
     statuses = [r.status for r in replies]
     created = [r.body for r in replies if r.status == 201] + [final.body]
-    print(f"[{BACKEND}] 100 same-key requests over 2 servers x 4 workers: "
-          f"{statuses.count(201)} x 201, {statuses.count(409)} x 409; "
-          f"orders={len(ledger.orders())} succeeded charges={len(ledger.succeeded_charges())}")
+    print(
+        f"[{BACKEND}] 100 same-key requests over 2 servers x 4 workers: "
+        f"{statuses.count(201)} x 201, {statuses.count(409)} x 409; "
+        f"orders={len(ledger.orders())} succeeded charges={len(ledger.succeeded_charges())}"
+    )
     assert all(status in (201, 409) for status in statuses), sorted(set(statuses))
     assert final.status == 201 and final.headers.get("Idempotent-Replayed") == "true"
     assert len(set(created)) == 1
@@ -60,13 +68,20 @@ def test_100_requests_with_one_key_over_two_servers_make_one_order_and_one_charg
     assert len(ledger.succeeded_charges()) == 1
 
 
-def test_50_distinct_keys_at_once_make_50_orders_and_50_charges(app: Flask, database_url: str, instance: Path,
-                                                                ledger: Ledger) -> None:
+def test_50_distinct_keys_at_once_make_50_orders_and_50_charges(
+    app: Flask, database_url: str, instance: Path, ledger: Ledger
+) -> None:
     with gunicorn(database_url, instance, servers=1) as [server]:
-        replies = race(50, lambda _i: post_json(f"{server.url}/api/orders", order_body(card=GOOD_CARD),
-                                                {**ALICE, "Idempotency-Key": str(uuid.uuid4())}))
-    print(f"[{BACKEND}] 50 distinct keys at once: {[r.status for r in replies].count(201)} x 201; "
-          f"orders={len(ledger.orders())} succeeded charges={len(ledger.succeeded_charges())}")
+        replies = race(
+            50,
+            lambda _i: post_json(
+                f"{server.url}/api/orders", order_body(card=GOOD_CARD), {**ALICE, "Idempotency-Key": str(uuid.uuid4())}
+            ),
+        )
+    print(
+        f"[{BACKEND}] 50 distinct keys at once: {[r.status for r in replies].count(201)} x 201; "
+        f"orders={len(ledger.orders())} succeeded charges={len(ledger.succeeded_charges())}"
+    )
     assert [r.status for r in replies] == [201] * 50
     assert len({r.json()["id"] for r in replies}) == 50
     assert len(ledger.orders()) == 50
@@ -77,10 +92,8 @@ def pay_in_background(url: str, key: str) -> threading.Thread:
     """A client whose connection will die with the worker: it gets no answer."""
 
     def pay() -> None:
-        try:
+        with contextlib.suppress(OSError):  # the worker died: the connection closes without an answer
             post_json(f"{url}/api/orders", order_body(card=SLOW_CARD), {**ALICE, "Idempotency-Key": key})
-        except OSError:  # the worker died: the connection closes without an answer
-            pass
 
     thread = threading.Thread(target=pay, daemon=True)
     thread.start()
@@ -88,11 +101,13 @@ def pay_in_background(url: str, key: str) -> threading.Thread:
 
 
 @pytest.mark.parametrize("moment", ["before the gateway charged", "after the gateway charged"])
-def test_a_worker_killed_mid_payment_is_resumed_by_the_retry(app: Flask, database_url: str, instance: Path,
-                                                            ledger: Ledger, moment: str) -> None:
+def test_a_worker_killed_mid_payment_is_resumed_by_the_retry(
+    app: Flask, database_url: str, instance: Path, ledger: Ledger, moment: str
+) -> None:
     key = str(uuid.uuid4())
-    with gunicorn(database_url, instance, settings={"CHECKOUT_LEASE_SECONDS": "2",
-                                                    "CHECKOUT_SLOW_CARD_SECONDS": "4"}) as [server]:
+    with gunicorn(
+        database_url, instance, settings={"CHECKOUT_LEASE_SECONDS": "2", "CHECKOUT_SLOW_CARD_SECONDS": "4"}
+    ) as [server]:
         client = pay_in_background(server.url, key)
         pid = wait_for(lambda: ledger.worker_of("gateway_called"))
         if moment == "after the gateway charged":
@@ -103,10 +118,19 @@ def test_a_worker_killed_mid_payment_is_resumed_by_the_retry(app: Flask, databas
         client.join(timeout=30)
         charged_before_retry = len(ledger.charges())
         lines: list[str] = []
-        result = retry_client.place_order(server.url, "demo-alice-token", order_body(card=SLOW_CARD), key=key,
-                                          max_attempts=20, base_delay=0.2, max_delay=1.0, log=lines.append)
-    print(f"[{BACKEND}] worker killed {moment}: charges at the kill={charged_before_retry}; retry: "
-          + " | ".join(lines))
+        result = retry_client.place_order(
+            server.url,
+            "demo-alice-token",
+            order_body(card=SLOW_CARD),
+            key=key,
+            max_attempts=20,
+            base_delay=0.2,
+            max_delay=1.0,
+            log=lines.append,
+        )
+    print(
+        f"[{BACKEND}] worker killed {moment}: charges at the kill={charged_before_retry}; retry: " + " | ".join(lines)
+    )
     assert charged_before_retry == (1 if moment.startswith("after") else 0)
     assert result.status == 201
     [order] = ledger.orders()
@@ -117,7 +141,8 @@ def test_a_worker_killed_mid_payment_is_resumed_by_the_retry(app: Flask, databas
 
 
 def test_reconcile_finishes_a_payment_whose_worker_died_and_whose_client_never_came_back(
-        app: Flask, database_url: str, instance: Path, ledger: Ledger, runner: FlaskCliRunner) -> None:
+    app: Flask, database_url: str, instance: Path, ledger: Ledger, runner: FlaskCliRunner
+) -> None:
     key = str(uuid.uuid4())
     with gunicorn(database_url, instance, settings={"CHECKOUT_SLOW_CARD_SECONDS": "4"}) as [server]:
         client = pay_in_background(server.url, key)
@@ -136,8 +161,9 @@ def test_reconcile_finishes_a_payment_whose_worker_died_and_whose_client_never_c
     assert [(r.state, r.response_status) for r in ledger.records()] == [("completed", 201)]
 
 
-def test_two_browser_submits_of_one_form_on_different_workers_charge_once(app: Flask, database_url: str,
-                                                                          instance: Path, ledger: Ledger) -> None:
+def test_two_browser_submits_of_one_form_on_different_workers_charge_once(
+    app: Flask, database_url: str, instance: Path, ledger: Ledger
+) -> None:
     """JavaScript off, a double click, four worker processes: the two POSTs are free to land on two of them."""
     with gunicorn(database_url, instance) as [server]:
         browser, form = browser_at_checkout(server.url)

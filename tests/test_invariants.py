@@ -1,4 +1,5 @@
 """Invariants of the spec that hold for any input: no 5xx, no card number kept, migrations match."""
+
 from __future__ import annotations
 
 import json
@@ -17,18 +18,20 @@ from checkout.extensions import db
 from tests.helpers import ALICE, ANSWER_LOST_CARD, DECLINED_CARD, GOOD_CARD, UNAVAILABLE_CARD, order_body
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.floats(allow_nan=False) | st.text(max_size=30),
+    st.none() | st.booleans() | st.integers(-(10**6), 10**6) | st.floats(allow_nan=False) | st.text(max_size=30),
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4),
     max_leaves=12,
 )
 bodies = st.one_of(
     json_values,
     st.fixed_dictionaries({"items": json_values, "email": json_values, "card_number": json_values}),
-    st.fixed_dictionaries({
-        "items": st.lists(st.fixed_dictionaries({"sku": json_values, "quantity": json_values}), max_size=3),
-        "email": st.sampled_from(["a@example.com", "", "x"]),
-        "card_number": st.sampled_from([GOOD_CARD, "4242", "", "4242-4242-4242-4242", "abcd"]),
-    }),
+    st.fixed_dictionaries(
+        {
+            "items": st.lists(st.fixed_dictionaries({"sku": json_values, "quantity": json_values}), max_size=3),
+            "email": st.sampled_from(["a@example.com", "", "x"]),
+            "card_number": st.sampled_from([GOOD_CARD, "4242", "", "4242-4242-4242-4242", "abcd"]),
+        }
+    ),
 )
 
 
@@ -48,13 +51,15 @@ def test_no_malformed_order_produces_a_5xx(client: FlaskClient, body: Any, key: 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(raw=st.binary(max_size=200), content_type=st.sampled_from(["application/json", "text/plain", ""]))
 def test_no_malformed_bytes_produce_a_5xx(client: FlaskClient, raw: bytes, content_type: str) -> None:
-    response = client.post("/api/orders", data=raw, content_type=content_type,
-                           headers={**ALICE, "Idempotency-Key": str(uuid.uuid4())})
+    response = client.post(
+        "/api/orders", data=raw, content_type=content_type, headers={**ALICE, "Idempotency-Key": str(uuid.uuid4())}
+    )
     assert response.status_code < 500
 
 
-def test_no_full_card_number_is_stored_or_logged(app: Flask, client: FlaskClient,
-                                                 caplog: pytest.LogCaptureFixture) -> None:
+def test_no_full_card_number_is_stored_or_logged(
+    app: Flask, client: FlaskClient, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.DEBUG)
     cards = [GOOD_CARD, DECLINED_CARD, UNAVAILABLE_CARD, ANSWER_LOST_CARD]
     for card in cards:

@@ -1,4 +1,5 @@
 """What a key may look like, and what the fingerprint covers."""
+
 from __future__ import annotations
 
 import pytest
@@ -12,20 +13,24 @@ def test_a_missing_key_is_refused(raw: str | None) -> None:
         parse_key(raw)
 
 
-@pytest.mark.parametrize("raw", ["x" * 15, "x" * 256, "sixteen chars ok", "tab\there-0000000", "é" * 16,
-                                 '"bad\\escape-1234567"'])
+@pytest.mark.parametrize(
+    "raw", ["x" * 15, "x" * 256, "sixteen chars ok", "tab\there-0000000", "é" * 16, '"bad\\escape-1234567"']
+)
 def test_malformed_keys_are_refused(raw: str) -> None:
     with pytest.raises(MalformedKey):
         parse_key(raw)
 
 
-@pytest.mark.parametrize("raw,key", [
-    ("x" * 16, "x" * 16),
-    ("x" * 255, "x" * 255),
-    ("  9f1c0e0a-7d4b-4b9e-8d0e-1a2b3c4d5e6f ", "9f1c0e0a-7d4b-4b9e-8d0e-1a2b3c4d5e6f"),
-    ('"9f1c0e0a-7d4b-4b9e-8d0e-1a2b3c4d5e6f"', "9f1c0e0a-7d4b-4b9e-8d0e-1a2b3c4d5e6f"),
-    ('"quoted\\"inside-12345"', 'quoted"inside-12345'),
-])
+@pytest.mark.parametrize(
+    ("raw", "key"),
+    [
+        ("x" * 16, "x" * 16),
+        ("x" * 255, "x" * 255),
+        ("  9f1c0e0a-7d4b-4b9e-8d0e-1a2b3c4d5e6f ", "9f1c0e0a-7d4b-4b9e-8d0e-1a2b3c4d5e6f"),
+        ('"9f1c0e0a-7d4b-4b9e-8d0e-1a2b3c4d5e6f"', "9f1c0e0a-7d4b-4b9e-8d0e-1a2b3c4d5e6f"),
+        ('"quoted\\"inside-12345"', 'quoted"inside-12345'),
+    ],
+)
 def test_valid_keys_are_16_to_255_visible_ascii_and_may_be_quoted(raw: str, key: str) -> None:
     assert parse_key(raw) == key
 

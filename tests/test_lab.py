@@ -1,4 +1,5 @@
 """The lab: the ledger JSON, the damage table, the unsafe checkout, and the switch that turns it all off."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -15,8 +16,15 @@ def test_the_ledger_lists_records_orders_charges_and_events_newest_first(client:
     ledger = client.get("/api/lab/ledger").get_json()
     assert [o["id"] for o in ledger["orders"]] == [second["id"], first["id"]]
     assert [r["key"] for r in ledger["records"]] == ["b" * 20, "a" * 20]
-    assert set(ledger["records"][0]) >= {"customer", "endpoint", "key", "state", "recovery_point",
-                                         "response_status", "created_at"}
+    assert set(ledger["records"][0]) >= {
+        "customer",
+        "endpoint",
+        "key",
+        "state",
+        "recovery_point",
+        "response_status",
+        "created_at",
+    }
     assert [c["order_id"] for c in ledger["charges"]] == [second["id"], first["id"]]
     assert {c["status"] for c in ledger["charges"]} == {"succeeded"}
     assert ledger["events"][0]["event"] == "completed"
@@ -53,8 +61,9 @@ def test_the_safe_checkout_offers_the_unsafe_switch_while_the_lab_is_on(client: 
 
 
 @pytest.mark.parametrize("app_overrides", [{"CHECKOUT_LAB": False}])
-def test_with_the_lab_off_the_unsafe_checkout_cannot_be_reached(client: FlaskClient,
-                                                                app_overrides: dict[str, Any]) -> None:
+def test_with_the_lab_off_the_unsafe_checkout_cannot_be_reached(
+    client: FlaskClient, app_overrides: dict[str, Any]
+) -> None:
     add_to_cart(client)
     assert 'data-testid="unsafe-switch"' not in client.get("/checkout").get_data(as_text=True)
     assert client.get("/lab/unsafe-checkout").status_code == 404
@@ -69,7 +78,6 @@ def test_production_turns_the_lab_off(monkeypatch: pytest.MonkeyPatch, tmp_path:
     from checkout import create_app
 
     monkeypatch.setenv("CHECKOUT_ENV", "production")
-    app = create_app({"SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path}/p.db", "SECRET_KEY": "k",
-                      "CHECKOUT_LAB": True})
+    app = create_app({"SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path}/p.db", "SECRET_KEY": "k", "CHECKOUT_LAB": True})
     assert app.config["CHECKOUT_LAB"] is False
     assert app.test_client().get("/api/lab/ledger").status_code == 404

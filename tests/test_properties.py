@@ -2,6 +2,7 @@
 mismatches, fault cards, crashed workers, lease expiries and reconcile runs on
 a handful of keys (two at once, too); after every step, no key has two orders or two charges,
 replays are byte-identical, and a paid order has exactly one charge."""
+
 from __future__ import annotations
 
 import uuid
@@ -42,8 +43,14 @@ def test_no_sequence_of_retries_faults_and_crashes_charges_twice(app: Flask) -> 
         def __init__(self) -> None:
             super().__init__()
             with app.app_context():  # each example starts from an empty ledger (products and customers stay)
-                for table in ("order_items", "orders", "gateway_charges", "gateway_fault_marks",
-                              "idempotency_records", "idempotency_events"):
+                for table in (
+                    "order_items",
+                    "orders",
+                    "gateway_charges",
+                    "gateway_fault_marks",
+                    "idempotency_records",
+                    "idempotency_events",
+                ):
                     db.session.execute(db.metadata.tables[table].delete())
                 db.session.commit()
                 db.session.remove()
@@ -60,8 +67,9 @@ def test_no_sequence_of_retries_faults_and_crashes_charges_twice(app: Flask) -> 
             key = self.keys[index]
             self.cards.setdefault(key, card)
             mismatch = mismatch and key in self.final
-            response = client.post("/api/orders", json=self.body(key, mismatch),
-                                   headers={**ALICE, "Idempotency-Key": key})
+            response = client.post(
+                "/api/orders", json=self.body(key, mismatch), headers={**ALICE, "Idempotency-Key": key}
+            )
             self.check(key, mismatch, response)
 
         @rule(index=st.integers(0, KEYS - 1), card=st.sampled_from(CARDS))
@@ -69,8 +77,10 @@ def test_no_sequence_of_retries_faults_and_crashes_charges_twice(app: Flask) -> 
             key = self.keys[index]
             self.cards.setdefault(key, card)
             body = self.body(key, False)
-            responses = race(2, lambda _i: app.test_client().post(
-                "/api/orders", json=body, headers={**ALICE, "Idempotency-Key": key}))
+            responses = race(
+                2,
+                lambda _i: app.test_client().post("/api/orders", json=body, headers={**ALICE, "Idempotency-Key": key}),
+            )
             for response in responses:
                 assert response.status_code in (201, 402, 409, 503), response.status_code
                 if response.status_code in (409, 503):  # lost the race, or the gateway failed first
@@ -124,8 +134,12 @@ def test_no_sequence_of_retries_faults_and_crashes_charges_twice(app: Flask) -> 
 
     run_state_machine_as_test(
         Checkout,
-        settings=settings(max_examples=25, stateful_step_count=25, deadline=None,
-                          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]),
+        settings=settings(
+            max_examples=25,
+            stateful_step_count=25,
+            deadline=None,
+            suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+        ),
     )
 
 

@@ -1,5 +1,6 @@
 """The client half of the pattern against a live server: the retry client, its
 wrong-way switch, and the mass test."""
+
 from __future__ import annotations
 
 import random
@@ -32,8 +33,9 @@ def no_sleep(waits: list[float]):
 
 
 @pytest.mark.parametrize("card", [UNAVAILABLE_CARD, ANSWER_LOST_CARD])
-def test_the_client_retries_a_503_with_the_same_key_and_is_charged_once(live_server: LiveServer, ledger: Ledger,
-                                                                       card: str) -> None:
+def test_the_client_retries_a_503_with_the_same_key_and_is_charged_once(
+    live_server: LiveServer, ledger: Ledger, card: str
+) -> None:
     waits: list[float] = []
     result = client.place_order(live_server.url, TOKEN, order_body(card=card), sleep=no_sleep(waits))
     assert [a.status for a in result.attempts] == [503, 201]
@@ -43,8 +45,9 @@ def test_the_client_retries_a_503_with_the_same_key_and_is_charged_once(live_ser
 
 
 def test_the_wrong_way_a_new_key_per_retry_charges_on_every_retry(live_server: LiveServer, ledger: Ledger) -> None:
-    result = client.place_order(live_server.url, TOKEN, order_body(card=ANSWER_LOST_CARD), wrong_way=True,
-                                max_attempts=3, sleep=no_sleep([]))
+    result = client.place_order(
+        live_server.url, TOKEN, order_body(card=ANSWER_LOST_CARD), wrong_way=True, max_attempts=3, sleep=no_sleep([])
+    )
     # Each new key is a new order with a new gateway key: each is charged, and each answer is lost again.
     assert [a.status for a in result.attempts] == [503, 503, 503]
     assert len({a.key for a in result.attempts}) == 3
@@ -53,8 +56,7 @@ def test_the_wrong_way_a_new_key_per_retry_charges_on_every_retry(live_server: L
 
 
 def test_the_client_never_retries_a_4xx_other_than_409(live_server: LiveServer, ledger: Ledger) -> None:
-    result = client.place_order(live_server.url, TOKEN, order_body(card="4242 4242 4242 4241"),
-                                sleep=no_sleep([]))
+    result = client.place_order(live_server.url, TOKEN, order_body(card="4242 4242 4242 4241"), sleep=no_sleep([]))
     assert [a.status for a in result.attempts] == [422]
     assert ledger.records() == []
 
@@ -73,16 +75,18 @@ def test_the_client_honours_retry_after_on_409(live_server: LiveServer, ledger: 
             db.session.commit()
             db.session.remove()
 
-    result = client.place_order(live_server.url, TOKEN, body, key=key, sleep=wait_and_let_the_lease_expire,
-                                rng=random.Random(1))
+    result = client.place_order(
+        live_server.url, TOKEN, body, key=key, sleep=wait_and_let_the_lease_expire, rng=random.Random(1)
+    )
     assert [a.status for a in result.attempts] == [409, 201]
     assert waits[0] >= 2  # Retry-After of a conflict (2 s), never sooner
     assert len(ledger.succeeded_charges()) == 1
 
 
 def test_the_client_retries_after_giving_up_on_a_slow_answer(live_server: LiveServer, ledger: Ledger) -> None:
-    result = client.place_order(live_server.url, TOKEN, order_body(card=SLOW_CARD), timeout=0.3,
-                                max_attempts=30, base_delay=0.1, max_delay=0.3)
+    result = client.place_order(
+        live_server.url, TOKEN, order_body(card=SLOW_CARD), timeout=0.3, max_attempts=30, base_delay=0.1, max_delay=0.3
+    )
     assert result.attempts[0].status is None  # the answer was dropped by the client's timeout
     assert result.status == 201
     assert len(ledger.succeeded_charges()) == 1

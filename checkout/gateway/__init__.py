@@ -2,6 +2,7 @@
 
 It knows nothing of the shop or of the idempotency engine.
 """
+
 from checkout.gateway.client import (
     CardDeclined,
     Charge,
@@ -16,7 +17,17 @@ from checkout.gateway.client import (
 from checkout.gateway.models import DECLINED, SUCCEEDED, GatewayCharge, GatewayFaultMark
 
 __all__ = [
-    "DECLINED", "SUCCEEDED", "CardDeclined", "Charge", "Gateway", "GatewayCharge", "GatewayError",
-    "GatewayFaultMark", "GatewayTimeout", "GatewayUnavailable", "InvalidCard", "KeyReused",
+    "DECLINED",
+    "SUCCEEDED",
+    "CardDeclined",
+    "Charge",
+    "Gateway",
+    "GatewayCharge",
+    "GatewayError",
+    "GatewayFaultMark",
+    "GatewayTimeout",
+    "GatewayUnavailable",
+    "InvalidCard",
+    "KeyReused",
     "ReferenceAlreadyCharged",
 ]

@@ -1,4 +1,5 @@
 """Card numbers: validation, masking, and the test cards' behaviours."""
+
 from __future__ import annotations
 
 import enum
@@ -50,4 +51,4 @@ def behaviour(card_number: str) -> Behaviour:
 
 
 def pretty(digits: str) -> str:
-    return " ".join(digits[i:i + 4] for i in range(0, len(digits), 4))
+    return " ".join(digits[i : i + 4] for i in range(0, len(digits), 4))

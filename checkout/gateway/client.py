@@ -7,6 +7,7 @@
 - It keeps the last four digits of a card, nothing more.
 - The test cards make it decline, fail, lose its answer, or take its time.
 """
+
 from __future__ import annotations
 
 import secrets
@@ -97,8 +98,7 @@ class Gateway:
             row = session.scalars(sa.select(GatewayCharge).where(GatewayCharge.gateway_key == gateway_key)).first()
             return _charge_from_row(row) if row else None
 
-    def charge(self, *, gateway_key: str, amount_cents: int, currency: str, card_number: str,
-               reference: str) -> Charge:
+    def charge(self, *, gateway_key: str, amount_cents: int, currency: str, card_number: str, reference: str) -> Charge:
         """Charge once per ``gateway_key``; a repeat returns the first answer."""
         digits = digits_only(card_number)
         if not luhn_valid(digits):
@@ -151,8 +151,9 @@ class Gateway:
             ).scalar_one_or_none()
         return inserted is not None
 
-    def _insert(self, gateway_key: str, reference: str, amount_cents: int, currency: str, status: str,
-                card_last4: str) -> tuple[Charge | None, bool]:
+    def _insert(
+        self, gateway_key: str, reference: str, amount_cents: int, currency: str, status: str, card_last4: str
+    ) -> tuple[Charge | None, bool]:
         """Insert the charge unless the key (or a succeeded charge for the reference) exists.
 
         Returns the charge under this key and whether this call created it;

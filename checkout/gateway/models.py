@@ -1,6 +1,7 @@
 """The gateway's own ledger. It lives in the shop's database only because the
 gateway is a mock; it is written on its own connection, in its own
 transactions, as if it were a remote provider's."""
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -41,7 +42,7 @@ class GatewayCharge(db.Model):
 
 
 class GatewayFaultMark(db.Model):
-    """"This gateway key has failed once already", for the fault cards.
+    """ "This gateway key has failed once already", for the fault cards.
 
     It must live in the database: with several workers, the retry lands on
     another process.

@@ -11,6 +11,7 @@ at most once per (customer, endpoint, key).
     operation.py    owner-checked phases and recovery points
     audit.py        the trail of every step
 """
+
 from checkout.idempotency.audit import had_duplicates, record_event
 from checkout.idempotency.engine import abandoned, claim, execute, peek, purge, take_over
 from checkout.idempotency.fingerprint import fingerprint
@@ -38,9 +39,33 @@ from checkout.idempotency.types import (
 )
 
 __all__ = [
-    "COMPLETED", "FINISHED", "IN_PROGRESS", "STARTED",
-    "Done", "IdempotencyEvent", "IdempotencyRecord", "InProgress", "LeaseLost",
-    "MalformedKey", "Mismatch", "MissingKey", "Operation", "Outcome", "RetryLater",
-    "Scope", "Settings", "StoredResponse", "Unfinished",
-    "abandoned", "claim", "execute", "fingerprint", "had_duplicates", "parse_key", "peek", "purge", "record_event", "take_over",
+    "COMPLETED",
+    "FINISHED",
+    "IN_PROGRESS",
+    "STARTED",
+    "Done",
+    "IdempotencyEvent",
+    "IdempotencyRecord",
+    "InProgress",
+    "LeaseLost",
+    "MalformedKey",
+    "Mismatch",
+    "MissingKey",
+    "Operation",
+    "Outcome",
+    "RetryLater",
+    "Scope",
+    "Settings",
+    "StoredResponse",
+    "Unfinished",
+    "abandoned",
+    "claim",
+    "execute",
+    "fingerprint",
+    "had_duplicates",
+    "parse_key",
+    "peek",
+    "purge",
+    "record_event",
+    "take_over",
 ]

@@ -1,4 +1,5 @@
 """The audit trail: every step of every operation, with the worker that took it."""
+
 from __future__ import annotations
 
 import os
@@ -38,8 +39,12 @@ def had_duplicates(scope: Scope) -> bool:
     """Whether another request with this key arrived while the operation was in progress."""
     found = db.session.scalar(
         sa.select(IdempotencyEvent.id)
-        .where(IdempotencyEvent.customer == scope.customer, IdempotencyEvent.endpoint == scope.endpoint,
-               IdempotencyEvent.key == scope.key, IdempotencyEvent.name == "conflict")
+        .where(
+            IdempotencyEvent.customer == scope.customer,
+            IdempotencyEvent.endpoint == scope.endpoint,
+            IdempotencyEvent.key == scope.key,
+            IdempotencyEvent.name == "conflict",
+        )
         .limit(1)
     )
     db.session.commit()

@@ -22,8 +22,8 @@ import hmac
 import math
 import secrets
 import time
+from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Callable
 
 import sqlalchemy as sa
 
@@ -78,8 +78,9 @@ def stored_response(record: IdempotencyRecord) -> StoredResponse:
     )
 
 
-def claim(scope: Scope, fingerprint: str, settings: Settings, *,
-          note_conflict: bool = True) -> Operation | Done | InProgress | Mismatch:
+def claim(
+    scope: Scope, fingerprint: str, settings: Settings, *, note_conflict: bool = True
+) -> Operation | Done | InProgress | Mismatch:
     """Claim the key atomically, or say what the existing record means for this request."""
     for _attempt in range(5):
         now = utcnow()
@@ -136,8 +137,9 @@ def claim(scope: Scope, fingerprint: str, settings: Settings, *,
     return InProgress(retry_after=1)
 
 
-def take_over(record: IdempotencyRecord, settings: Settings, *, now: datetime | None = None,
-              by: str = "resumed") -> Operation | None:
+def take_over(
+    record: IdempotencyRecord, settings: Settings, *, now: datetime | None = None, by: str = "resumed"
+) -> Operation | None:
     """Take an expired or released lease with a compare-and-set UPDATE (None if someone else won).
 
     The UPDATE only matches while the lease is still free, so of two racing
@@ -188,8 +190,14 @@ def _same_fingerprint(stored: str, offered: str) -> bool:
     return hmac.compare_digest(stored, offered)
 
 
-def execute(scope: Scope, fingerprint: str, action: Callable[[Operation], None], *,
-            settings: Settings, wait_seconds: float = 0.0) -> Outcome:
+def execute(
+    scope: Scope,
+    fingerprint: str,
+    action: Callable[[Operation], None],
+    *,
+    settings: Settings,
+    wait_seconds: float = 0.0,
+) -> Outcome:
     """Run ``action`` at most once for this scope, whatever the retries and races.
 
     ``action`` receives the ``Operation`` and must end with

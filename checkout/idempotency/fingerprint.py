@@ -5,12 +5,14 @@ endpoint and the validated, normalized body: keyed by the app's secret
 because the body covers a card number, which must never be recoverable from
 what we store.
 """
+
 from __future__ import annotations
 
 import hashlib
 import hmac
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 
 def fingerprint(secret: str | bytes, method: str, endpoint: str, payload: Mapping[str, Any]) -> str:

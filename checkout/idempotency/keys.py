@@ -4,6 +4,7 @@ A key is 16 to 255 visible ASCII characters. Clients following the IETF
 draft send it as a structured-field string, in double quotes; we accept that
 form and unquote it.
 """
+
 from __future__ import annotations
 
 import re
@@ -11,15 +12,15 @@ import re
 _KEY = re.compile(r"[\x21-\x7e]{16,255}")
 
 
-class KeyError_(ValueError):
-    """Base for key problems (named to avoid shadowing the builtin KeyError)."""
+class InvalidKey(ValueError):
+    """Base for key problems."""
 
 
-class MissingKey(KeyError_):
+class MissingKey(InvalidKey):
     pass
 
 
-class MalformedKey(KeyError_):
+class MalformedKey(InvalidKey):
     pass
 
 

@@ -5,6 +5,7 @@ database itself refuses a second claim. While in progress it carries a lease
 (owner token and expiry) and a recovery point; once completed it carries the
 response to replay.
 """
+
 from __future__ import annotations
 
 from datetime import datetime

@@ -1,9 +1,11 @@
 """The right to run one operation: owner-checked phases, recovery points, the stored answer."""
+
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
-from typing import Any, Iterator
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -17,8 +19,9 @@ from checkout.idempotency.types import LeaseLost, Scope, Settings, StoredRespons
 class Operation:
     """The right to run one operation, as long as our owner token holds."""
 
-    def __init__(self, scope: Scope, record_id: int, owner: str, recovery_point: str,
-                 resumed: bool, settings: Settings) -> None:
+    def __init__(
+        self, scope: Scope, record_id: int, owner: str, recovery_point: str, resumed: bool, settings: Settings
+    ) -> None:
         self.scope = scope
         self.record_id = record_id
         self.owner = owner

@@ -1,6 +1,7 @@
 """The engine's vocabulary: what a key belongs to, its settings, the stored
 answer, the outcomes a view turns into HTTP, and the two signals an operation
 can raise."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -3,6 +3,7 @@
 Every lab route answers 404 unless the lab is on (``CHECKOUT_LAB``; always
 off in production).
 """
+
 from flask import Blueprint, abort, current_app
 
 

@@ -1,4 +1,5 @@
 """What the lab shows: records, orders, charges and the audit trail, newest first."""
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -20,18 +21,22 @@ def _iso(value: datetime | None) -> str | None:
 
 def ledger(limit: int = LIMIT) -> dict[str, list[dict[str, Any]]]:
     records = db.session.scalars(
-        sa.select(IdempotencyRecord).order_by(IdempotencyRecord.created_at.desc(), IdempotencyRecord.id.desc())
+        sa.select(IdempotencyRecord)
+        .order_by(IdempotencyRecord.created_at.desc(), IdempotencyRecord.id.desc())
         .limit(limit)
     ).all()
     orders = db.session.execute(
-        sa.select(Order, Customer.public_id).join(Customer)
-        .order_by(Order.created_at.desc(), Order.id.desc()).limit(limit)
+        sa.select(Order, Customer.public_id)
+        .join(Customer)
+        .order_by(Order.created_at.desc(), Order.id.desc())
+        .limit(limit)
     ).all()
     charges = db.session.scalars(
         sa.select(GatewayCharge).order_by(GatewayCharge.created_at.desc(), GatewayCharge.id.desc()).limit(limit)
     ).all()
     events = db.session.scalars(
-        sa.select(IdempotencyEvent).order_by(IdempotencyEvent.created_at.desc(), IdempotencyEvent.id.desc())
+        sa.select(IdempotencyEvent)
+        .order_by(IdempotencyEvent.created_at.desc(), IdempotencyEvent.id.desc())
         .limit(limit * 5)
     ).all()
     db.session.commit()
@@ -92,11 +97,9 @@ def ledger(limit: int = LIMIT) -> dict[str, list[dict[str, Any]]]:
 
 def counters() -> dict[str, int]:
     """How often each layer of the defence worked: replays, conflicts, mismatches, resumptions."""
-    rows = db.session.execute(
-        sa.select(IdempotencyEvent.name, sa.func.count()).group_by(IdempotencyEvent.name)
-    ).all()
+    rows = db.session.execute(sa.select(IdempotencyEvent.name, sa.func.count()).group_by(IdempotencyEvent.name)).all()
     db.session.commit()
-    counts = {name: count for name, count in rows}
+    counts = dict(rows)
     return {
         "replays": counts.get("replayed", 0),
         "conflicts": counts.get("conflict", 0),
@@ -111,8 +114,9 @@ def timeline(key: str) -> list[dict[str, Any]]:
         sa.select(IdempotencyEvent).where(IdempotencyEvent.key == key).order_by(IdempotencyEvent.id)
     ).all()
     db.session.commit()
-    return [{"at": e.created_at, "event": e.name, "worker": e.worker, "endpoint": e.endpoint, **e.detail}
-            for e in events]
+    return [
+        {"at": e.created_at, "event": e.name, "worker": e.worker, "endpoint": e.endpoint, **e.detail} for e in events
+    ]
 
 
 DUPLICATE_WINDOW_SECONDS = 120
@@ -134,7 +138,8 @@ def damage() -> list[dict[str, Any]]:
         reference: (amount or 0, count)
         for reference, amount, count in db.session.execute(
             sa.select(GatewayCharge.reference, sa.func.sum(GatewayCharge.amount_cents), sa.func.count())
-            .where(GatewayCharge.status == "succeeded").group_by(GatewayCharge.reference)
+            .where(GatewayCharge.status == "succeeded")
+            .group_by(GatewayCharge.reference)
         )
     }
     db.session.commit()
@@ -142,9 +147,18 @@ def damage() -> list[dict[str, Any]]:
     last_unsafe: dict[tuple[str, str, int], Any] = {}
     for order, customer, name in orders:
         # One row per customer and path, so the safe and unsafe checkouts stand side by side.
-        row = rows.setdefault(f"{customer}:{order.unsafe}", {
-            "customer": customer, "name": name, "ordered_cents": 0, "charged_cents": 0,
-            "charged_twice_cents": 0, "unsafe": order.unsafe, "currency": order.currency})
+        row = rows.setdefault(
+            f"{customer}:{order.unsafe}",
+            {
+                "customer": customer,
+                "name": name,
+                "ordered_cents": 0,
+                "charged_cents": 0,
+                "charged_twice_cents": 0,
+                "unsafe": order.unsafe,
+                "currency": order.currency,
+            },
+        )
         amount, charges = succeeded.get(order.public_id, (0, 0))
         row["charged_cents"] += amount
         extra = max(0, charges - 1) * order.total_cents
@@ -164,8 +178,9 @@ def damage() -> list[dict[str, Any]]:
 def totals() -> dict[str, int]:
     """The whole ledger in three numbers, for scripts that measure a run."""
     charged, charges = db.session.execute(
-        sa.select(sa.func.coalesce(sa.func.sum(GatewayCharge.amount_cents), 0), sa.func.count())
-        .where(GatewayCharge.status == "succeeded")
+        sa.select(sa.func.coalesce(sa.func.sum(GatewayCharge.amount_cents), 0), sa.func.count()).where(
+            GatewayCharge.status == "succeeded"
+        )
     ).one()
     orders = db.session.scalar(sa.select(sa.func.count()).select_from(Order))
     db.session.commit()

@@ -11,6 +11,7 @@ key, same body. At the end it compares the money the payments should have
 taken with what the gateway charged: exact on the safe API; on the unsafe path
 every retry is a new payment, and it shows.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,9 +27,9 @@ from checkout.client import place_order
 
 CARDS = [  # (card, weight, pays?)
     ("4242 4242 4242 4242", 80, True),
-    ("4000 0000 0000 0119", 6, True),   # gateway down on the first try
-    ("4000 0000 0000 0259", 6, True),   # answer lost on the first try
-    ("4000 0000 0000 0077", 3, True),   # slow: the client gives up waiting, then retries
+    ("4000 0000 0000 0119", 6, True),  # gateway down on the first try
+    ("4000 0000 0000 0259", 6, True),  # answer lost on the first try
+    ("4000 0000 0000 0077", 3, True),  # slow: the client gives up waiting, then retries
     ("4000 0000 0000 0002", 5, False),  # declined: final
 ]
 
@@ -51,8 +52,16 @@ def charged_cents(base_url: str) -> int:
     return int(ledger["totals"]["charged_cents"])
 
 
-def run(base_url: str, payments: int, clients: int, *, unsafe: bool, timeout: float, seed: int,
-        token: str = "demo-alice-token") -> dict[str, object]:
+def run(
+    base_url: str,
+    payments: int,
+    clients: int,
+    *,
+    unsafe: bool,
+    timeout: float,
+    seed: int,
+    token: str = "demo-alice-token",
+) -> dict[str, object]:
     products = _get_json(f"{base_url}/api/products")
     assert isinstance(products, list) and products
     rng = random.Random(seed)
@@ -61,17 +70,27 @@ def run(base_url: str, payments: int, clients: int, *, unsafe: bool, timeout: fl
         card, pays = _pick_card(rng)
         product = rng.choice(products)
         quantity = rng.randint(1, 3)
-        body = {"items": [{"sku": product["sku"], "quantity": quantity}], "email": "mass@example.com",
-                "card_number": card}
+        body = {
+            "items": [{"sku": product["sku"], "quantity": quantity}],
+            "email": "mass@example.com",
+            "card_number": card,
+        }
         plans.append((body, product["price_cents"] * quantity if pays else 0, rng.random()))
 
     def one(plan: tuple[dict, int, float]) -> Outcome:
         body, expected, jitter_seed = plan
-        result = place_order(base_url, token, body, max_attempts=6, base_delay=0.05, max_delay=1.0,
-                             timeout=timeout, path="/api/lab/unsafe-orders" if unsafe else "/api/orders",
-                             rng=random.Random(jitter_seed))
-        return Outcome(expected, result.status,
-                       len(result.attempts))
+        result = place_order(
+            base_url,
+            token,
+            body,
+            max_attempts=6,
+            base_delay=0.05,
+            max_delay=1.0,
+            timeout=timeout,
+            path="/api/lab/unsafe-orders" if unsafe else "/api/orders",
+            rng=random.Random(jitter_seed),
+        )
+        return Outcome(expected, result.status, len(result.attempts))
 
     before = charged_cents(base_url)
     started = time.monotonic()
@@ -107,11 +126,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--unsafe", action="store_true", help="use the lab's unsafe path (no idempotency)")
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args(argv)
-    report = run(args.url.rstrip("/"), args.payments, args.clients, unsafe=args.unsafe, timeout=args.timeout,
-                 seed=args.seed)
+    report = run(
+        args.url.rstrip("/"), args.payments, args.clients, unsafe=args.unsafe, timeout=args.timeout, seed=args.seed
+    )
     print(f"path:       {report['path']}")
-    print(f"payments:   {report['payments']} by {report['clients']} clients, {report['attempts']} attempts "
-          f"in {report['seconds']} s ({report['unfinished']} unfinished)")
+    print(
+        f"payments:   {report['payments']} by {report['clients']} clients, {report['attempts']} attempts "
+        f"in {report['seconds']} s ({report['unfinished']} unfinished)"
+    )
     print(f"expected:   ${report['expected_cents'] / 100:,.2f}")
     print(f"charged:    ${report['charged_cents'] / 100:,.2f}")
     difference = int(report["difference_cents"])  # type: ignore[call-overload]

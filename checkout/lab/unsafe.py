@@ -11,6 +11,7 @@ DELIBERATELY WRONG, for the workshop. Compare with
 
 A double-click here makes two orders and two charges.
 """
+
 from __future__ import annotations
 
 import json
@@ -40,8 +41,13 @@ UnsafeCheckoutForm = PaymentForm
 
 def _render(form: UnsafeCheckoutForm, status: int = 200, error: str | None = None) -> tuple[str, int]:
     lines = cart.lines()
-    return render_template("lab/unsafe_checkout.html", form=form, lines=lines, error=error,
-                           total_cents=sum(line.total_cents for line in lines)), status
+    return render_template(
+        "lab/unsafe_checkout.html",
+        form=form,
+        lines=lines,
+        error=error,
+        total_cents=sum(line.total_cents for line in lines),
+    ), status
 
 
 @bp.get("/lab/unsafe-checkout")
@@ -59,17 +65,30 @@ def place_unsafely(customer_id: int, lines: tuple[Line, ...], email: str, card_n
     """
     order_id = public_id("ord")
     order = Order(
-        public_id=order_id, customer_id=customer_id, idempotency_key=None, unsafe=True,
-        gateway_key=f"unsafe-{secrets.token_hex(8)}", email=email, card_last4=card_number[-4:],
-        total_cents=sum(line.quantity * line.unit_price_cents for line in lines), currency="USD",
-        items=[OrderItem(sku=line.sku, name=line.name, quantity=line.quantity, unit_price_cents=line.unit_price_cents)
-               for line in lines],
+        public_id=order_id,
+        customer_id=customer_id,
+        idempotency_key=None,
+        unsafe=True,
+        gateway_key=f"unsafe-{secrets.token_hex(8)}",
+        email=email,
+        card_last4=card_number[-4:],
+        total_cents=sum(line.quantity * line.unit_price_cents for line in lines),
+        currency="USD",
+        items=[
+            OrderItem(sku=line.sku, name=line.name, quantity=line.quantity, unit_price_cents=line.unit_price_cents)
+            for line in lines
+        ],
     )
     db.session.add(order)
     db.session.commit()
     try:
-        charge = gateway().charge(gateway_key=order.gateway_key, amount_cents=order.total_cents,
-                                  currency=order.currency, card_number=card_number, reference=order.public_id)
+        charge = gateway().charge(
+            gateway_key=order.gateway_key,
+            amount_cents=order.total_cents,
+            currency=order.currency,
+            card_number=card_number,
+            reference=order.public_id,
+        )
         order.status, order.charge_id = PAID, charge.id
     except CardDeclined as declined:
         order.status, order.charge_id = DECLINED, declined.charge.id
@@ -87,11 +106,16 @@ def pay() -> tuple[str, int] | Response:
     if not lines:
         return redirect(url_for("shop.cart"))
     try:
-        order = place_unsafely(browser_customer().id, lines, (form.email.data or "").strip(),
-                               digits_only(form.card_number.data or ""))
+        order = place_unsafely(
+            browser_customer().id, lines, (form.email.data or "").strip(), digits_only(form.card_number.data or "")
+        )
     except GatewayError:
-        return _render(form, 503, error="The gateway failed. (The unsafe checkout has no way to resume: "
-                                        "pressing Pay again starts a brand-new payment.)")
+        return _render(
+            form,
+            503,
+            error="The gateway failed. (The unsafe checkout has no way to resume: "
+            "pressing Pay again starts a brand-new payment.)",
+        )
     cart.clear()
     return redirect(url_for("orders.show", order_id=order.public_id), 303)
 

@@ -1,4 +1,5 @@
 """The lab: the ledger a workshop watches while it clicks. Off in production."""
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -21,8 +22,14 @@ def ledger_json() -> Response:
 @bp.get("/lab")
 def index() -> str:
     key = request.args.get("key", "").strip()
-    return render_template("lab/index.html", ledger=ledger(), counters=counters(), damage=damage(),
-                           key=key, timeline=timeline(key) if key else [])
+    return render_template(
+        "lab/index.html",
+        ledger=ledger(),
+        counters=counters(),
+        damage=damage(),
+        key=key,
+        timeline=timeline(key) if key else [],
+    )
 
 
 @bp.get("/lab/exercises")
@@ -32,7 +39,7 @@ def exercises() -> str:
 
 @bp.app_template_filter("ago")
 def ago(value: datetime | str | None) -> str:
-    """"12 s ago": times a workshop reads at a glance."""
+    """ "12 s ago": times a workshop reads at a glance."""
     if value is None:
         return ""
     if isinstance(value, str):

@@ -1,5 +1,6 @@
 """The JSON API. Bearer tokens, problem+json errors, and POST /api/orders
 made idempotent by the ``Idempotency-Key`` header."""
+
 from __future__ import annotations
 
 import json
@@ -33,7 +34,6 @@ bp = Blueprint("api", __name__, url_prefix="/api")
 csrf.exempt(bp)  # bearer tokens are not cookies: no CSRF to forge
 
 
-
 class Unauthorized(Exception):
     pass
 
@@ -47,8 +47,12 @@ def _customer() -> Customer:
 
 @bp.errorhandler(Unauthorized)
 def _unauthorized(_error: Unauthorized) -> Response:
-    return problem(401, "Unauthorized", "Send Authorization: Bearer <token>.",
-                   headers={"WWW-Authenticate": 'Bearer realm="checkout"'})
+    return problem(
+        401,
+        "Unauthorized",
+        "Send Authorization: Bearer <token>.",
+        headers={"WWW-Authenticate": 'Bearer realm="checkout"'},
+    )
 
 
 def _json(payload: object, status: int = 200) -> Response:
@@ -59,8 +63,7 @@ def _json(payload: object, status: int = 200) -> Response:
 def products() -> Response:
     rows = db.session.scalars(sa.select(Product).order_by(Product.id)).all()
     db.session.commit()
-    return _json([{"sku": p.sku, "name": p.name, "price_cents": p.price_cents, "currency": p.currency}
-                  for p in rows])
+    return _json([{"sku": p.sku, "name": p.name, "price_cents": p.price_cents, "currency": p.currency} for p in rows])
 
 
 @bp.get("/orders")
@@ -98,10 +101,17 @@ def create_order() -> Response:
 
     scope = Scope(customer.public_id, API_ENDPOINT, key)
     request_fingerprint = fingerprint(fingerprint_secret(), "POST", API_ENDPOINT, valid.normalized())
-    order_request = OrderRequest(customer_id=customer.id, idempotency_key=key, lines=valid.lines,
-                                 email=valid.email, card_number=valid.card_number, currency=valid.currency)
+    order_request = OrderRequest(
+        customer_id=customer.id,
+        idempotency_key=key,
+        lines=valid.lines,
+        email=valid.email,
+        card_number=valid.card_number,
+        currency=valid.currency,
+    )
     outcome = execute(
-        scope, request_fingerprint,
+        scope,
+        request_fingerprint,
         lambda operation: place_order(operation, order_request, ApiResponder(), gateway()),
         settings=idempotency_settings(),
     )
@@ -113,15 +123,25 @@ def create_order() -> Response:
             response.headers["Idempotent-Replayed"] = "true"
         return response
     if isinstance(outcome, InProgress):
-        return problem(409, "Request in progress",
-                       "A request with this Idempotency-Key is still being processed; retry later.",
-                       type_="idempotency-request-in-progress",
-                       headers={"Retry-After": str(outcome.retry_after)})
+        return problem(
+            409,
+            "Request in progress",
+            "A request with this Idempotency-Key is still being processed; retry later.",
+            type_="idempotency-request-in-progress",
+            headers={"Retry-After": str(outcome.retry_after)},
+        )
     if isinstance(outcome, Mismatch):
-        return problem(422, "Idempotency-Key reused",
-                       "This Idempotency-Key was used with a different request; use a new key.",
-                       type_="idempotency-key-reused")
+        return problem(
+            422,
+            "Idempotency-Key reused",
+            "This Idempotency-Key was used with a different request; use a new key.",
+            type_="idempotency-key-reused",
+        )
     assert isinstance(outcome, Unfinished)
-    return problem(503, "Payment not confirmed yet",
-                   f"{outcome.reason}. Retry with the same Idempotency-Key: it resumes, never charges twice.",
-                   type_="payment-unconfirmed", headers={"Retry-After": str(outcome.retry_after)})
+    return problem(
+        503,
+        "Payment not confirmed yet",
+        f"{outcome.reason}. Retry with the same Idempotency-Key: it resumes, never charges twice.",
+        type_="payment-unconfirmed",
+        headers={"Retry-After": str(outcome.retry_after)},
+    )

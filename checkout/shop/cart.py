@@ -4,6 +4,7 @@ Every change to the cart bumps its version. The checkout form carries the
 version it was rendered for, so a stale form is recognised; the key handed
 out for a version is remembered, so a reload renders the same key.
 """
+
 from __future__ import annotations
 
 import uuid
@@ -76,8 +77,12 @@ def lines() -> list[CartLine]:
 
 def order_lines(cart_lines: list[CartLine]) -> tuple[Line, ...]:
     return tuple(
-        Line(sku=line.product.sku, name=line.product.name, quantity=line.quantity,
-             unit_price_cents=line.product.price_cents)
+        Line(
+            sku=line.product.sku,
+            name=line.product.name,
+            quantity=line.quantity,
+            unit_price_cents=line.product.price_cents,
+        )
         for line in cart_lines
     )
 

@@ -3,6 +3,7 @@
 The server alone prevents the duplicate; the hidden key and the disabled
 button only make it rarer and the experience kinder.
 """
+
 from __future__ import annotations
 
 from flask import Blueprint, Response, abort, current_app, redirect, render_template, url_for
@@ -70,8 +71,9 @@ def _key_for_this_cart() -> tuple[str, str | None]:
     return key, None  # in progress or waiting for a retry: keep it, a retry must resume
 
 
-def _render_form(form: CheckoutForm, status: int = 200, *, error: str | None = None,
-                 paid_url: str | None = None) -> tuple[str, int]:
+def _render_form(
+    form: CheckoutForm, status: int = 200, *, error: str | None = None, paid_url: str | None = None
+) -> tuple[str, int]:
     lines = cart.lines()
     total = sum(line.total_cents for line in lines)
     return render_template(
@@ -101,8 +103,11 @@ def pay() -> tuple[str, int] | Response:
     try:
         key = parse_key(form.idempotency_key.data)
     except (MissingKey, MalformedKey):
-        return render_template("errors/error.html", title="This form is missing its payment key",
-                               message="Reload the checkout page and try again; nothing was charged."), 400
+        return render_template(
+            "errors/error.html",
+            title="This form is missing its payment key",
+            message="Reload the checkout page and try again; nothing was charged.",
+        ), 400
     if not form.validate():
         return _render_form(form, 422)
 
@@ -122,10 +127,17 @@ def pay() -> tuple[str, int] | Response:
     if not lines and (record is None or record.state != COMPLETED):
         return redirect(url_for("shop.cart"), 303)  # nothing to pay for, and nothing to replay
     customer = browser_customer()
-    order_request = OrderRequest(customer_id=customer.id, idempotency_key=key, lines=lines, email=email,
-                                 card_number=card_number, currency=CURRENCY)
+    order_request = OrderRequest(
+        customer_id=customer.id,
+        idempotency_key=key,
+        lines=lines,
+        email=email,
+        card_number=card_number,
+        currency=CURRENCY,
+    )
     outcome = execute(
-        scope, request_fingerprint,
+        scope,
+        request_fingerprint,
         lambda operation: place_order(operation, order_request, BrowserResponder(), gateway()),
         settings=idempotency_settings(),
         wait_seconds=float(current_app.config["CHECKOUT_BROWSER_WAIT_SECONDS"]),
@@ -149,8 +161,9 @@ def _answer(outcome: Outcome, form: CheckoutForm, scope: Scope) -> tuple[str, in
         # Declined (or abandoned and ended by reconcile): final under this key. Offer another try with a new key.
         remembered = cart.remembered_key()
         next_key = remembered[0] if remembered and remembered[0] != key else cart.remember_new_key()
-        retry = CheckoutForm(formdata=None, email=form.email.data, idempotency_key=next_key,
-                             cart_version=str(cart.version()))
+        retry = CheckoutForm(
+            formdata=None, email=form.email.data, idempotency_key=next_key, cart_version=str(cart.version())
+        )
         if outcome.response.headers.get(OUTCOME_HEADER) == "abandoned":
             message = "That payment was never completed, and nothing was charged. Please pay again."
         else:
@@ -159,14 +172,21 @@ def _answer(outcome: Outcome, form: CheckoutForm, scope: Scope) -> tuple[str, in
     if isinstance(outcome, InProgress):
         return render_template("shop/processing.html", key=key), 202
     if isinstance(outcome, Mismatch):
-        return render_template("errors/error.html", title="This payment was already started with other details",
-                               message="The same payment form was submitted before with a different email or card. "
-                                       "Nothing new was charged. Reload the checkout page to pay for your cart."), 422
+        return render_template(
+            "errors/error.html",
+            title="This payment was already started with other details",
+            message="The same payment form was submitted before with a different email or card. "
+            "Nothing new was charged. Reload the checkout page to pay for your cart.",
+        ), 422
     if isinstance(outcome, Unfinished):
         form.idempotency_key.data = key
-        return _render_form(form, 503, error=f"We could not confirm your payment yet: {outcome.reason}. "
-                                             "Press Pay to try again; it finishes this same payment and never "
-                                             "charges twice.")
+        return _render_form(
+            form,
+            503,
+            error=f"We could not confirm your payment yet: {outcome.reason}. "
+            "Press Pay to try again; it finishes this same payment and never "
+            "charges twice.",
+        )
     raise AssertionError(f"unknown outcome {outcome!r}")
 
 

@@ -1,4 +1,5 @@
 """The shop's forms. All carry a CSRF token (Flask-WTF)."""
+
 from __future__ import annotations
 
 from flask_wtf import FlaskForm
@@ -28,10 +29,12 @@ class EmptyForm(FlaskForm):
 class PaymentForm(FlaskForm):
     """What a shopper types to pay. The lab's unsafe checkout uses just this."""
 
-    email = EmailField("Email", validators=[DataRequired("Enter your email."), Email("Enter a valid email."),
-                                            Length(max=254)])
-    card_number = StringField("Card number", validators=[DataRequired("Enter a card number."), Length(max=40),
-                                                         card_number_check])
+    email = EmailField(
+        "Email", validators=[DataRequired("Enter your email."), Email("Enter a valid email."), Length(max=254)]
+    )
+    card_number = StringField(
+        "Card number", validators=[DataRequired("Enter a card number."), Length(max=40), card_number_check]
+    )
 
 
 class CheckoutForm(PaymentForm):

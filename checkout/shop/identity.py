@@ -1,4 +1,5 @@
 """Who is asking: an anonymous customer per browser session, or an API token."""
+
 from __future__ import annotations
 
 import sqlalchemy as sa

@@ -4,6 +4,7 @@ The orders table backs the idempotency rule on its own: one order per
 (customer, idempotency key), so even after the key's record is purged a late
 retry finds the order it already placed.
 """
+
 from __future__ import annotations
 
 import hashlib

@@ -1,4 +1,5 @@
 """Prices as money, from integer cents (never floats)."""
+
 from __future__ import annotations
 
 SYMBOLS = {"USD": "$", "EUR": "€", "GBP": "£"}

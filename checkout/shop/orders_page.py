@@ -1,4 +1,5 @@
 """The customer's orders, in the browser. Nobody sees another customer's."""
+
 from __future__ import annotations
 
 import sqlalchemy as sa

@@ -7,6 +7,7 @@ Each arrow is one transaction that also moves the recovery point, so a retry
 has been done. The gateway is called between transactions, never inside one,
 with a key derived from the order: asking it again can never charge twice.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -130,12 +131,17 @@ def place_order(operation: Operation, request: OrderRequest, respond: Responder,
             operation.note("declined", order_id=order.public_id, charge_id=declined.charge.id)
             operation.complete(respond.declined(order))
         return
-    except GatewayUnavailable:
-        raise RetryLater("the payment gateway is unavailable; nothing was charged", retry_after=1,
-                         event="gateway_unavailable", order_id=order.public_id)
-    except GatewayTimeout:
-        raise RetryLater("the payment gateway did not answer in time", retry_after=1,
-                         event="answer_lost", order_id=order.public_id)
+    except GatewayUnavailable as unavailable:
+        raise RetryLater(
+            "the payment gateway is unavailable; nothing was charged",
+            retry_after=1,
+            event="gateway_unavailable",
+            order_id=order.public_id,
+        ) from unavailable
+    except GatewayTimeout as timeout:
+        raise RetryLater(
+            "the payment gateway did not answer in time", retry_after=1, event="answer_lost", order_id=order.public_id
+        ) from timeout
     finish_paid(operation, order, charge, respond)
 
 

@@ -14,6 +14,7 @@ gateway key what really happened:
 
 The client sees the outcome on its next retry with the same key.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -74,8 +75,9 @@ def reconcile(gateway: Gateway, settings: Settings) -> list[Reconciled]:
                     operation.note("reconciled", order_id=order.public_id, status=order.status)
                     operation.complete(answer_for(order, respond))
                 outcome = order.status
-            results.append(Reconciled(record.key, record.endpoint, record.customer, outcome, order.public_id,
-                                      order.charge_id))
+            results.append(
+                Reconciled(record.key, record.endpoint, record.customer, outcome, order.public_id, order.charge_id)
+            )
         except LeaseLost:
             db.session.rollback()
             results.append(summary)  # a client's retry took it over meanwhile: it will finish it

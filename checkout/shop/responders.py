@@ -1,6 +1,7 @@
 """What each endpoint answers for an order's outcome. The answer is stored with
 the idempotency record and replayed, so it is built from the order alone
 (no request needed: ``reconcile`` builds it from the command line)."""
+
 from __future__ import annotations
 
 from typing import Protocol
@@ -34,14 +35,19 @@ class ApiResponder:
         )
 
     def declined(self, order: Order) -> StoredResponse:
-        return self._problem(402, "Card declined", "The card was declined. Nothing was charged.",
-                             "card-declined", order)
+        return self._problem(
+            402, "Card declined", "The card was declined. Nothing was charged.", "card-declined", order
+        )
 
     def abandoned(self, order: Order) -> StoredResponse:
-        return self._problem(402, "Payment not completed",
-                             "This payment was abandoned before the gateway charged it, and nothing was "
-                             "charged. Place the order again with a new Idempotency-Key.",
-                             "payment-abandoned", order)
+        return self._problem(
+            402,
+            "Payment not completed",
+            "This payment was abandoned before the gateway charged it, and nothing was "
+            "charged. Place the order again with a new Idempotency-Key.",
+            "payment-abandoned",
+            order,
+        )
 
     @staticmethod
     def _problem(status: int, title: str, detail: str, type_: str, order: Order) -> StoredResponse:

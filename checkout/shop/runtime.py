@@ -1,4 +1,5 @@
 """The app's configured collaborators, for the views."""
+
 from __future__ import annotations
 
 from flask import current_app

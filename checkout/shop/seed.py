@@ -1,4 +1,5 @@
 """Demo data: the catalog, and the demo API customers in development."""
+
 from __future__ import annotations
 
 from checkout.database import insert_ignoring_conflicts, utcnow
@@ -26,8 +27,8 @@ def seed(*, demo_customers: bool) -> dict[str, int]:
     products = 0
     for sku, name, description, emoji, price in PRODUCTS:
         result = db.session.execute(
-            insert_ignoring_conflicts(Product, db.session).values(
-                sku=sku, name=name, description=description, emoji=emoji, price_cents=price, currency="USD")
+            insert_ignoring_conflicts(Product, db.session)
+            .values(sku=sku, name=name, description=description, emoji=emoji, price_cents=price, currency="USD")
             .returning(Product.id)
         )
         products += len(result.all())
@@ -35,8 +36,8 @@ def seed(*, demo_customers: bool) -> dict[str, int]:
     if demo_customers:
         for name, public, token in DEMO_CUSTOMERS:
             result = db.session.execute(
-                insert_ignoring_conflicts(Customer, db.session).values(
-                    public_id=public, name=name, token_hash=hash_token(token), created_at=utcnow())
+                insert_ignoring_conflicts(Customer, db.session)
+                .values(public_id=public, name=name, token_hash=hash_token(token), created_at=utcnow())
                 .returning(Customer.id)
             )
             customers += len(result.all())

@@ -1,4 +1,5 @@
 """The catalog and the session cart."""
+
 from __future__ import annotations
 
 import sqlalchemy as sa
@@ -30,21 +31,24 @@ def catalog() -> str:
 @bp.get("/cart", endpoint="cart")
 def show_cart() -> str:
     lines = cart.lines()
-    return render_template("shop/cart.html", lines=lines, total_cents=sum(line.total_cents for line in lines),
-                           remove_form=EmptyForm())
+    return render_template(
+        "shop/cart.html", lines=lines, total_cents=sum(line.total_cents for line in lines), remove_form=EmptyForm()
+    )
 
 
 @bp.post("/cart/items")
 def add_item() -> Response | tuple[str, int]:
     form = AddToCartForm()
     if not form.validate():
-        return render_template("errors/error.html", title="That could not be added",
-                               message="Choose a quantity from 1 to 99."), 422
+        return render_template(
+            "errors/error.html", title="That could not be added", message="Choose a quantity from 1 to 99."
+        ), 422
     product = db.session.scalars(sa.select(Product).where(Product.sku == form.sku.data)).first()
     db.session.commit()
     if product is None:
-        return render_template("errors/error.html", title="No such product",
-                               message="That product is not in the catalog."), 404
+        return render_template(
+            "errors/error.html", title="No such product", message="That product is not in the catalog."
+        ), 404
     cart.add(product.sku, form.quantity.data or 1)
     flash(f"Added {product.name} to your cart.", "success")
     return redirect(url_for("shop.catalog"), 303)

@@ -4,6 +4,7 @@ The normalized body is what the fingerprint covers: keys sorted (by the
 fingerprint), the card number as digits only, the email as the validator
 normalizes it, nothing volatile.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -77,8 +78,11 @@ def validate_order(body: Any) -> tuple[ValidOrder | None, dict[str, list[str]]]:
 
     card = body.get("card_number")
     card_digits = ""
-    if not isinstance(card, str) or any(not (ch.isdigit() or ch in " -") for ch in card) \
-            or not luhn_valid(digits_only(card)):
+    if (
+        not isinstance(card, str)
+        or any(not (ch.isdigit() or ch in " -") for ch in card)
+        or not luhn_valid(digits_only(card))
+    ):
         error("card_number", "must be a valid card number (digits, spaces allowed)")
     else:
         card_digits = digits_only(card)

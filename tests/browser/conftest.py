@@ -1,4 +1,5 @@
 """Playwright on Debian's Chromium where there is one (no browser downloads here)."""
+
 from __future__ import annotations
 
 import os
@@ -25,8 +26,11 @@ def _system_chromium() -> str | None:
 
 @pytest.fixture(scope="session")
 def browser_type_launch_args(browser_type_launch_args: dict[str, Any]) -> dict[str, Any]:
-    args = {**browser_type_launch_args, "headless": True,
-            "args": [*browser_type_launch_args.get("args", []), *CHROMIUM_FLAGS]}
+    args = {
+        **browser_type_launch_args,
+        "headless": True,
+        "args": [*browser_type_launch_args.get("args", []), *CHROMIUM_FLAGS],
+    }
     executable = _system_chromium()
     if executable:
         args["executable_path"] = executable

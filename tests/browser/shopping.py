@@ -1,4 +1,5 @@
 """What a shopper does in the browser, as small steps the tests compose."""
+
 from __future__ import annotations
 
 from playwright.sync_api import Page, expect
@@ -18,9 +19,7 @@ def fill_checkout(page: Page, base_url: str, card: str, email: str = "shopper@ex
 
 def capture_form(page: Page) -> dict[str, str]:
     """The checkout form's fields as the browser would send them."""
-    return page.evaluate(
-        "() => Object.fromEntries(new FormData(document.getElementById('checkout-form')))"
-    )
+    return page.evaluate("() => Object.fromEntries(new FormData(document.getElementById('checkout-form')))")
 
 
 def resubmit(page: Page, base_url: str, fields: dict[str, str]) -> None:

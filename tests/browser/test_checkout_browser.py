@@ -1,4 +1,5 @@
 """The double-click tests people copy: each ends in one order and one charge."""
+
 from __future__ import annotations
 
 import re
@@ -12,8 +13,9 @@ from tests.helpers import ANSWER_LOST_CARD, GOOD_CARD, SLOW_CARD, Ledger
 ORDER_URL = re.compile(r"/orders/ord_[0-9a-f]+")
 
 
-def test_a_double_click_on_pay_places_one_order_and_one_charge(page: Page, live_server: LiveServer,
-                                                              ledger: Ledger) -> None:
+def test_a_double_click_on_pay_places_one_order_and_one_charge(
+    page: Page, live_server: LiveServer, ledger: Ledger
+) -> None:
     add_to_cart(page, live_server.url)
     fill_checkout(page, live_server.url, SLOW_CARD)
     page.get_by_test_id("pay-button").dblclick()
@@ -23,9 +25,9 @@ def test_a_double_click_on_pay_places_one_order_and_one_charge(page: Page, live_
     assert len(ledger.succeeded_charges()) == 1
 
 
-def test_without_javascript_two_real_submits_charge_once_and_show_the_replay(browser: Browser,
-                                                                             live_server: LiveServer,
-                                                                             ledger: Ledger) -> None:
+def test_without_javascript_two_real_submits_charge_once_and_show_the_replay(
+    browser: Browser, live_server: LiveServer, ledger: Ledger
+) -> None:
     context = browser.new_context(java_script_enabled=False)
     page = context.new_page()
     add_to_cart_no_js(page, live_server.url)
@@ -56,9 +58,9 @@ def add_to_cart_no_js(page: Page, base_url: str) -> None:
     expect(page.get_by_test_id("cart-count")).to_have_text("1")
 
 
-def test_a_lost_answer_then_reload_and_pay_again_shows_the_replay_and_one_charge(page: Page,
-                                                                               live_server: LiveServer,
-                                                                               ledger: Ledger) -> None:
+def test_a_lost_answer_then_reload_and_pay_again_shows_the_replay_and_one_charge(
+    page: Page, live_server: LiveServer, ledger: Ledger
+) -> None:
     add_to_cart(page, live_server.url)
     fill_checkout(page, live_server.url, GOOD_CARD)
     saved_cookies = page.context.cookies()
@@ -88,8 +90,9 @@ def test_a_lost_answer_then_reload_and_pay_again_shows_the_replay_and_one_charge
     assert len(ledger.succeeded_charges()) == 1
 
 
-def test_the_back_button_after_paying_then_pay_again_shows_the_replay(page: Page, live_server: LiveServer,
-                                                                     ledger: Ledger) -> None:
+def test_the_back_button_after_paying_then_pay_again_shows_the_replay(
+    page: Page, live_server: LiveServer, ledger: Ledger
+) -> None:
     add_to_cart(page, live_server.url)
     fill_checkout(page, live_server.url, GOOD_CARD)
     fields = capture_form(page)
@@ -103,8 +106,9 @@ def test_the_back_button_after_paying_then_pay_again_shows_the_replay(page: Page
     assert len(ledger.succeeded_charges()) == 1
 
 
-def test_a_form_whose_cart_changed_gets_the_out_of_date_page(page: Page, live_server: LiveServer,
-                                                            ledger: Ledger) -> None:
+def test_a_form_whose_cart_changed_gets_the_out_of_date_page(
+    page: Page, live_server: LiveServer, ledger: Ledger
+) -> None:
     add_to_cart(page, live_server.url)
     fill_checkout(page, live_server.url, GOOD_CARD)
     other_tab = page.context.new_page()
@@ -116,7 +120,8 @@ def test_a_form_whose_cart_changed_gets_the_out_of_date_page(page: Page, live_se
 
 
 def test_a_lost_gateway_answer_shows_try_again_and_the_second_pay_shows_the_paid_order(
-        page: Page, live_server: LiveServer, ledger: Ledger) -> None:
+    page: Page, live_server: LiveServer, ledger: Ledger
+) -> None:
     add_to_cart(page, live_server.url)
     fill_checkout(page, live_server.url, ANSWER_LOST_CARD)
     key = page.get_by_test_id("idempotency-key").inner_text()

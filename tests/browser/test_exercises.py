@@ -1,4 +1,5 @@
 """Each workshop exercise (checkout/lab/exercises.py), done exactly as its text says."""
+
 from __future__ import annotations
 
 import os
@@ -77,8 +78,9 @@ def test_exercise_4_racing_tabs(page: Page, live_server: LiveServer, ledger: Led
     fill_checkout(page, live_server.url, SLOW_CARD)
     second_tab = page.context.new_page()
     fill_checkout(second_tab, live_server.url, SLOW_CARD)
-    assert second_tab.get_by_test_id("idempotency-key").inner_text() == \
-        page.get_by_test_id("idempotency-key").inner_text()
+    assert (
+        second_tab.get_by_test_id("idempotency-key").inner_text() == page.get_by_test_id("idempotency-key").inner_text()
+    )
     page.get_by_test_id("pay-button").click(no_wait_after=True)
     assert live_server.wait_for_posts("/checkout", 1)
     second_tab.get_by_test_id("pay-button").click()
@@ -89,10 +91,12 @@ def test_exercise_4_racing_tabs(page: Page, live_server: LiveServer, ledger: Led
     assert len(ledger.succeeded_charges()) == 1
 
 
-def test_exercise_5_a_worker_dies_mid_payment(app: Flask, browser: Browser, database_url: str, tmp_path: Path,
-                                              ledger: Ledger, runner: FlaskCliRunner) -> None:
-    with gunicorn(database_url, tmp_path, settings={"CHECKOUT_LEASE_SECONDS": "2",
-                                                    "CHECKOUT_SLOW_CARD_SECONDS": "4"}) as [server]:
+def test_exercise_5_a_worker_dies_mid_payment(
+    app: Flask, browser: Browser, database_url: str, tmp_path: Path, ledger: Ledger, runner: FlaskCliRunner
+) -> None:
+    with gunicorn(
+        database_url, tmp_path, settings={"CHECKOUT_LEASE_SECONDS": "2", "CHECKOUT_SLOW_CARD_SECONDS": "4"}
+    ) as [server]:
         page = browser.new_page()
         add_to_cart(page, server.url)
         fill_checkout(page, server.url, SLOW_CARD)
