@@ -77,6 +77,17 @@ class Ledger:
         return int(events[0].worker.rsplit(":", 1)[1]) if events else 0
 
 
+def table_counts(app: Flask) -> dict[str, int]:
+    """How many rows every table holds: a rejected request must leave every count as it was."""
+    with app.app_context():
+        counts = {
+            table.name: int(db.session.scalar(sa.select(sa.func.count()).select_from(table)) or 0)
+            for table in db.metadata.sorted_tables
+        }
+        db.session.remove()
+    return counts
+
+
 class _FormParser(HTMLParser):
     def __init__(self, form_id: str | None) -> None:
         super().__init__()
@@ -183,10 +194,16 @@ def checkout_fields(client: FlaskClient) -> dict[str, str]:
     return form_fields(page.get_data(as_text=True))
 
 
-def browser_at_checkout(url: str) -> tuple[urllib.request.OpenerDirector, bytes]:
-    """A cookie-keeping client of a live server with a mug in its cart, and its filled checkout form (slow card)."""
+def browser_with_cart(url: str) -> urllib.request.OpenerDirector:
+    """A cookie-keeping client of a live server with a mug in its cart (it has not opened the checkout yet)."""
     browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
     csrf = form_fields(browser.open(f"{url}/").read().decode(), form_id=None)["csrf_token"]
     browser.open(f"{url}/cart/items", data=urlencode({"csrf_token": csrf, "sku": "MUG-01"}).encode())
+    return browser
+
+
+def browser_at_checkout(url: str) -> tuple[urllib.request.OpenerDirector, bytes]:
+    """A cookie-keeping client of a live server with a mug in its cart, and its filled checkout form (slow card)."""
+    browser = browser_with_cart(url)
     fields = form_fields(browser.open(f"{url}/checkout").read().decode())
     return browser, urlencode({**fields, "email": "shopper@example.com", "card_number": SLOW_CARD}).encode()

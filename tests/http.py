@@ -41,3 +41,17 @@ def send(
 
 def post_json(url: str, payload: Any, headers: dict[str, str]) -> Reply:
     return send("POST", url, body=json.dumps(payload).encode(), headers={"Content-Type": "application/json", **headers})
+
+
+def raw_request(url: str, request: bytes, timeout: float = 30) -> tuple[int, dict[str, str], bytes]:
+    """Send these exact bytes to the server at ``url`` and read one answer (for requests no client library sends)."""
+    import http.client
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 80), timeout=timeout) as sock:
+        sock.sendall(request)
+        answer = http.client.HTTPResponse(sock, method=request.split(b" ", 1)[0].decode())
+        answer.begin()
+        return answer.status, dict(answer.getheaders()), answer.read()

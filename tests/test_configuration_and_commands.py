@@ -107,3 +107,59 @@ def test_a_retry_after_the_purge_gets_the_existing_order_not_a_second_one(
     assert late.status_code == 201
     assert late.get_json() == first.get_json()
     assert len(ledger.orders()) == 1 and len(ledger.succeeded_charges()) == 1
+
+
+STRONG = "3f9c1e7a0b5d4c2e8f6a1b3c5d7e9f0a2b4c6d8e0f1a3b5c"
+
+
+def production_app(monkeypatch: pytest.MonkeyPatch, tmp_path: Any, env: str = "production") -> Any:
+    monkeypatch.setenv("CHECKOUT_ENV", env)
+    monkeypatch.setenv("SECRET_KEY", STRONG)
+    monkeypatch.setenv("CHECKOUT_FINGERPRINT_SECRET", STRONG[::-1])
+    return create_app({"SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path}/p.db"})
+
+
+def test_production_session_cookies_are_secure(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    app = production_app(monkeypatch, tmp_path)
+    assert app.config["SESSION_COOKIE_SECURE"] is True
+    response = app.test_client().get("/", base_url="https://shop.example")
+    assert "Secure" in response.headers["Set-Cookie"]
+
+
+@pytest.mark.parametrize("spelling", ["Production", "PRODUCTION", " production", "production\n"])
+def test_checkout_env_is_normalised_so_production_is_production_however_it_is_written(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any, spelling: str
+) -> None:
+    app = production_app(monkeypatch, tmp_path, spelling)
+    assert app.config["CHECKOUT_ENV"] == "production"
+    assert app.config["CHECKOUT_LAB"] is False
+    assert app.test_client().get("/lab").status_code == 404
+    assert app.test_client().get("/api/orders", headers=ALICE).status_code == 401  # no demo tokens
+
+
+@pytest.mark.parametrize("spelling", ["prod", "staging", "develop", ""])
+def test_an_unknown_checkout_env_is_refused_at_start(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any, spelling: str
+) -> None:
+    monkeypatch.setenv("CHECKOUT_ENV", spelling)
+    with pytest.raises(ValueError, match="CHECKOUT_ENV"):
+        create_app({"SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path}/x.db", "SECRET_KEY": STRONG})
+
+
+def test_an_unknown_checkout_variable_is_refused_with_the_likely_name(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    monkeypatch.setenv("CHECKOUT_LEASE_SECOND", "60")  # a typo of CHECKOUT_LEASE_SECONDS
+    with pytest.raises(ValueError, match=r"CHECKOUT_LEASE_SECOND.*CHECKOUT_LEASE_SECONDS"):
+        create_app({"SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path}/x.db", "SECRET_KEY": STRONG})
+
+
+@pytest.mark.parametrize(
+    ("name", "value"), [("CHECKOUT_LEASE_SECONDS", "soon"), ("CHECKOUT_KEY_LIFETIME_SECONDS", "-5")]
+)
+def test_a_setting_that_is_not_a_valid_value_is_refused_with_its_name(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any, name: str, value: str
+) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ValueError, match=name):
+        create_app({"SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path}/x.db", "SECRET_KEY": STRONG})

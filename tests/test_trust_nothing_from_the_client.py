@@ -1,0 +1,92 @@
+"""Nothing that pays is trusted from the cookie: weak secrets are refused in production, the
+server re-checks every line at checkout, and the gateway refuses an amount of zero or less."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from flask import Flask
+from flask.testing import FlaskClient
+
+from checkout import create_app
+from checkout.extensions import db
+from checkout.gateway import GatewayError
+from checkout.shop.models import Product
+from checkout.shop.runtime import gateway
+from tests.helpers import GOOD_CARD, Ledger, add_to_cart, checkout_fields, form_fields
+
+STRONG_SECRET = "3f9c1e7a0b5d4c2e8f6a1b3c5d7e9f0a2b4c6d8e0f1a3b5c"
+
+
+@pytest.mark.parametrize("secret", ["change-me", "x", "secret", "development", "a" * 40, "0123456789abcdef"])
+def test_production_refuses_a_weak_secret_key_with_a_clear_message(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, secret: str
+) -> None:
+    monkeypatch.setenv("CHECKOUT_ENV", "production")
+    monkeypatch.setenv("SECRET_KEY", secret)
+    with pytest.raises(ValueError, match="SECRET_KEY"):
+        create_app({"SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path}/p.db"})
+
+
+def test_production_starts_with_a_strong_secret_key(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("CHECKOUT_ENV", "production")
+    monkeypatch.setenv("SECRET_KEY", STRONG_SECRET)
+    monkeypatch.setenv("CHECKOUT_FINGERPRINT_SECRET", STRONG_SECRET[::-1])
+    app = create_app({"SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path}/p.db"})
+    assert app.config["CHECKOUT_ENV"] == "production"
+
+
+def forge_session(app: Flask, client: FlaskClient, **values: object) -> None:
+    """Sign a session of our own making with the app's secret (an attacker who guessed it)."""
+    with client.session_transaction() as real:
+        current = dict(real)
+    forged = app.session_interface.get_signing_serializer(app).dumps({**current, **values})  # type: ignore[attr-defined]
+    client.set_cookie("session", forged)
+
+
+@pytest.mark.parametrize("cart", [{"MUG-01": -3}, {"STK-01": 100_000}, {"NOPE-01": 1}, {"MUG-01": 0}])
+def test_a_forged_session_cart_is_never_checked_out(
+    app: Flask, client: FlaskClient, ledger: Ledger, cart: dict[str, int]
+) -> None:
+    add_to_cart(client)  # a real session first: customer, cart, CSRF token
+    forge_session(app, client, cart=cart, cart_version=1)
+    page = client.get("/checkout")
+    if page.status_code == 200:
+        fields = form_fields(page.get_data(as_text=True))
+        client.post("/checkout", data={**fields, "email": "s@example.com", "card_number": GOOD_CARD})
+    for order in ledger.orders():
+        assert order.total_cents > 0
+        assert all(1 <= item.quantity <= 99 for item in order.items)
+        assert {item.sku for item in order.items} <= {"MUG-01"}
+    assert all(c.amount_cents > 0 for c in ledger.charges())
+
+
+def test_the_checkout_charges_todays_price_and_a_form_shown_at_an_older_price_is_out_of_date(
+    app: Flask, client: FlaskClient, ledger: Ledger
+) -> None:
+    add_to_cart(client)
+    stale = checkout_fields(client)
+    with app.app_context():
+        db.session.execute(sa.update(Product).where(Product.sku == "MUG-01").values(price_cents=1500))
+        db.session.commit()
+    response = client.post("/checkout", data={**stale, "email": "s@example.com", "card_number": GOOD_CARD})
+    assert response.status_code == 422
+    assert ledger.orders() == [] and ledger.charges() == []
+    fresh = checkout_fields(client)
+    assert (
+        client.post("/checkout", data={**fresh, "email": "s@example.com", "card_number": GOOD_CARD}).status_code == 303
+    )
+    [order] = ledger.orders()
+    assert order.total_cents == 1500
+    assert [c.amount_cents for c in ledger.succeeded_charges()] == [1500]
+
+
+@pytest.mark.parametrize("amount", [0, -4800])
+def test_the_gateway_refuses_an_amount_of_zero_or_less(app: Flask, ledger: Ledger, amount: int) -> None:
+    with app.app_context(), pytest.raises(GatewayError):
+        gateway().charge(
+            gateway_key="gk-negative", amount_cents=amount, currency="USD", card_number=GOOD_CARD, reference="ord_x"
+        )
+    assert ledger.charges() == []

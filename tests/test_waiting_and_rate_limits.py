@@ -1,0 +1,127 @@
+"""One client cannot starve the server: a duplicate waits cheaply (reads, never write
+transactions) and only a few wait per key; per-client rate limits answer 429."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+from sqlalchemy import event
+
+from checkout.extensions import db
+from tests.conftest import LiveServer
+from tests.helpers import ALICE, SLOW_CARD, Ledger, browser_at_checkout, order_body, race, wait_for
+from tests.http import post_json
+
+
+@contextmanager
+def statements(app: Flask) -> Iterator[list[str]]:
+    """Every SQL statement the app sends while the block runs."""
+    seen: list[str] = []
+
+    def record(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        seen.append(" ".join(statement.split()))
+
+    with app.app_context():
+        engine = db.engine
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+
+
+@pytest.mark.slow
+def test_a_waiting_duplicate_polls_with_reads_not_write_transactions(
+    app: Flask, live_server: LiveServer, ledger: Ledger
+) -> None:
+    browser, form = browser_at_checkout(live_server.url)  # slow card: the first submit takes 1.5 s
+    with statements(app) as seen:
+        first = threading.Thread(target=lambda: browser.open(f"{live_server.url}/checkout", data=form).read())
+        first.start()
+        wait_for(lambda: ledger.worker_of("gateway_called"))
+        duplicate = browser.open(f"{live_server.url}/checkout", data=form).read().decode()  # waits for the first
+        first.join()
+    [order] = ledger.orders()
+    assert f'data-testid="order-id">{order.public_id}<' in duplicate
+    claims = [s for s in seen if s.upper().startswith("INSERT INTO IDEMPOTENCY_RECORDS")]
+    immediate = [s for s in seen if s.upper() == "BEGIN IMMEDIATE"]
+    assert len(claims) == 1, claims  # the first submit's claim; the duplicate only read while it waited
+    assert len(immediate) <= 6, f"{len(immediate)} write transactions for two submits"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("app_overrides", [{"CHECKOUT_WAITERS_PER_KEY": 2}])
+def test_past_a_few_waiters_a_duplicate_gets_the_still_processing_page_at_once(
+    live_server: LiveServer, ledger: Ledger, app_overrides: dict[str, Any]
+) -> None:
+    browser, form = browser_at_checkout(live_server.url)
+    first = threading.Thread(target=lambda: browser.open(f"{live_server.url}/checkout", data=form).read())
+    first.start()
+    wait_for(lambda: ledger.worker_of("gateway_called"))
+    race(8, lambda _i: browser.open(f"{live_server.url}/checkout", data=form).read())
+    first.join()
+    answers = [status for status, _location in live_server.wait_for_answers("/checkout", 9)]
+    original = answers.index("303")  # the first answer that shows the order
+    processing_at_once = answers[:original].count("202")
+    assert processing_at_once >= 8 - 2, answers
+    assert len(ledger.orders()) == 1 and len(ledger.succeeded_charges()) == 1
+
+
+@pytest.mark.slow
+def test_an_api_client_may_ask_to_wait_for_the_outcome_with_prefer_wait(
+    live_server: LiveServer, ledger: Ledger
+) -> None:
+    key = str(uuid.uuid4())
+    url = f"{live_server.url}/api/orders"
+    first: list[Any] = []
+    thread = threading.Thread(
+        target=lambda: first.append(post_json(url, order_body(card=SLOW_CARD), {**ALICE, "Idempotency-Key": key}))
+    )
+    thread.start()
+    wait_for(lambda: ledger.worker_of("gateway_called"))
+    impatient = post_json(url, order_body(card=SLOW_CARD), {**ALICE, "Idempotency-Key": key})
+    patient = post_json(url, order_body(card=SLOW_CARD), {**ALICE, "Idempotency-Key": key, "Prefer": "wait=10"})
+    thread.join()
+    assert impatient.status == 409
+    assert patient.status == 201 and patient.headers["Idempotent-Replayed"] == "true"
+    assert patient.headers["Preference-Applied"] == "wait=10"
+    assert patient.body == first[0].body
+
+
+@pytest.mark.parametrize("app_overrides", [{"CHECKOUT_RATE_LIMIT": "5 per minute"}])
+def test_a_client_over_its_rate_limit_gets_429_problem_json_with_retry_after(
+    client: FlaskClient, app_overrides: dict[str, Any]
+) -> None:
+    answers = [client.get("/api/products", headers=ALICE) for _ in range(6)]
+    assert [a.status_code for a in answers[:5]] == [200] * 5
+    limited = answers[5]
+    assert limited.status_code == 429
+    assert limited.mimetype == "application/problem+json"
+    assert limited.get_json()["type"] == "too-many-requests"
+    assert int(limited.headers["Retry-After"]) >= 1
+    other_client = client.get("/api/products", headers={"Authorization": "Bearer demo-bob-token"})
+    assert other_client.status_code == 200  # the limit is per client
+
+
+@pytest.mark.parametrize("app_overrides", [{"CHECKOUT_RATE_LIMIT": "5 per minute"}])
+def test_a_browser_over_its_rate_limit_gets_a_429_page(client: FlaskClient, app_overrides: dict[str, Any]) -> None:
+    answers = [client.get("/") for _ in range(6)]
+    assert answers[5].status_code == 429
+    assert answers[5].mimetype == "text/html"
+    assert int(answers[5].headers["Retry-After"]) >= 1
+
+
+@pytest.mark.parametrize("app_overrides", [{"CHECKOUT_RATE_LIMIT": "off"}])
+def test_rate_limits_can_be_turned_off(client: FlaskClient, app_overrides: dict[str, Any]) -> None:
+    assert all(client.get("/api/products").status_code == 200 for _ in range(50))
+
+
+def test_the_default_rate_limit_leaves_a_storm_of_a_hundred_requests_alone(client: FlaskClient) -> None:
+    assert all(client.get("/api/products", headers=ALICE).status_code == 200 for _ in range(150))
