@@ -9,27 +9,37 @@ from typing import Any
 
 from flask import Flask
 
-from checkout.config import DEFAULTS, finalize, from_environment
+from checkout.config import SETTINGS, defaults, finalize, from_environment, prepare_instance_folder
 from checkout.database import configure_engine
 from checkout.extensions import csrf, db, migrate
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def create_app(config: Mapping[str, Any] | None = None) -> Flask:
+def create_app(config: Mapping[str, Any] | None = None, *, instance_path: str | None = None) -> Flask:
+    """The app: defaults, then the environment, then ``config`` (tests); secrets in ``instance_path``."""
+    environment = from_environment(os.environ)
+    for name in config or {}:
+        if name.startswith("CHECKOUT_") and name not in SETTINGS:
+            raise ValueError(f"unknown setting {name}")
+    instance_path = instance_path or environment.get("CHECKOUT_INSTANCE_PATH") or None
     app = Flask(
         __name__,
+        instance_path=str(Path(instance_path).resolve()) if instance_path else None,
         instance_relative_config=True,
         template_folder=str(ROOT / "templates"),
         static_folder=str(ROOT / "static"),
     )
-    app.config.from_mapping(DEFAULTS)
-    app.config.update(from_environment(os.environ))
+    app.config.from_mapping(defaults())
+    app.config.update(environment)
     if config:
         app.config.update(config)
-    Path(app.instance_path).mkdir(parents=True, exist_ok=True)
+    prepare_instance_folder(app.instance_path)
     finalize(app.config, app.instance_path)
 
+    from checkout.security import register_security
+
+    register_security(app)  # before CSRF: an oversized or malformed body is refused first
     db.init_app(app)
     migrate.init_app(app, db, directory=str(ROOT / "migrations"))
     csrf.init_app(app)
@@ -48,6 +58,9 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
             timeout_seconds=float(app.config["CHECKOUT_GATEWAY_TIMEOUT_SECONDS"]),
         )
 
+    from checkout.limits import register_rate_limits
+
+    register_rate_limits(app)
     register_blueprints(app)
     register_template_helpers(app)
 
@@ -72,11 +85,11 @@ def register_blueprints(app: Flask) -> None:
 
 
 def register_template_helpers(app: Flask) -> None:
-    from checkout.shop import cart
+    from checkout.shop import carts
     from checkout.shop.money import format_money
 
     app.add_template_filter(format_money, "money")
 
     @app.context_processor
     def _globals() -> dict[str, Any]:
-        return {"cart_count": cart.count(), "lab_enabled": app.config["CHECKOUT_LAB"]}
+        return {"cart_count": carts.count(), "lab_enabled": app.config["CHECKOUT_LAB"]}

@@ -10,6 +10,7 @@ from checkout.idempotency import purge
 from checkout.shop.reconcile import reconcile
 from checkout.shop.runtime import gateway, idempotency_settings
 from checkout.shop.seed import seed
+from checkout.transactions import writing
 
 
 def register_commands(app: Flask) -> None:
@@ -17,7 +18,8 @@ def register_commands(app: Flask) -> None:
     def seed_command() -> None:
         """Products and the demo customers alice and bob (safe to run twice)."""
         demo = current_app.config["CHECKOUT_ENV"] != "production"
-        added = seed(demo_customers=demo)
+        with writing():
+            added = seed(demo_customers=demo)
         click.echo(f"seeded: {added['products']} new products, {added['customers']} new demo customers")
         if demo:
             click.echo("demo API tokens: demo-alice-token (alice), demo-bob-token (bob)")
@@ -26,9 +28,9 @@ def register_commands(app: Flask) -> None:
 
     @idempotency.command("purge")
     def purge_command() -> None:
-        """Delete completed records past their lifetime (never an unfinished one)."""
-        removed = purge()
-        click.echo(f"purged {removed} expired idempotency records")
+        """Delete completed records past their lifetime with their audit events (never an unfinished one)."""
+        removed = purge(idempotency_settings())
+        click.echo(f"purged {removed} expired idempotency records (and their audit events)")
 
     @idempotency.command("reconcile")
     def reconcile_command() -> None:

@@ -1,41 +1,26 @@
-"""Configuration read by the app factory: defaults, then the environment.
+"""Configuration read by the app factory: defaults, then the environment, then the caller's mapping.
 
-Every ``CHECKOUT_*`` setting can be given as an environment variable;
-booleans accept true/false/1/0 (and yes/no, on/off).
+Every ``CHECKOUT_*`` setting is declared once in ``SETTINGS`` with its type and
+its meaning. Nothing is silently ignored: an unknown ``CHECKOUT_*`` variable
+(a typo), a value of the wrong type, an unknown ``CHECKOUT_ENV`` or a rule
+broken between two settings stops the app at start with a message that says
+what to change.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-DEFAULTS: dict[str, Any] = {
-    "CHECKOUT_ENV": "development",
-    # How long a completed key is kept and replayed (seconds).
-    "CHECKOUT_KEY_LIFETIME_SECONDS": 24 * 3600,
-    # How long a worker owns an in-progress operation before a retry may take it over.
-    "CHECKOUT_LEASE_SECONDS": 30.0,
-    # How long the shop waits for the gateway before calling the outcome unknown.
-    "CHECKOUT_GATEWAY_TIMEOUT_SECONDS": 10.0,
-    # How long the slow test card (4000 0000 0000 0077) keeps the gateway busy.
-    "CHECKOUT_SLOW_CARD_SECONDS": 3.0,
-    # How long a duplicate browser submit waits for the first before a "still processing" page.
-    "CHECKOUT_BROWSER_WAIT_SECONDS": 8.0,
-    # The teaching pages (/lab, the unsafe checkout, the ledger JSON).
-    "CHECKOUT_LAB": True,
-    # Bodies over 64 KiB get 413.
-    "MAX_CONTENT_LENGTH": 64 * 1024,
-    "SQLALCHEMY_ENGINE_OPTIONS": {"pool_pre_ping": True},
-    "WTF_CSRF_TIME_LIMIT": None,
-    "SESSION_COOKIE_SAMESITE": "Lax",
-    "SESSION_COOKIE_HTTPONLY": True,
-}
+ENVIRONMENTS = ("development", "production")
 
 _TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off", ""}
+_FALSE = {"0", "false", "no", "off"}
 
 
 def parse_bool(value: str | bool) -> bool:
@@ -49,23 +34,106 @@ def parse_bool(value: str | bool) -> bool:
     raise ValueError(f"not a boolean: {value!r} (use true/false/1/0)")
 
 
-def _coerce(name: str, raw: str) -> Any:
-    """Give an environment string the type of the setting's default."""
-    default = DEFAULTS.get(name)
-    if isinstance(default, bool):
-        return parse_bool(raw)
-    if isinstance(default, int):
-        return int(raw)
-    if isinstance(default, float):
-        return float(raw)
-    return raw
+def parse_environment(value: str) -> str:
+    """``Production``, ``PRODUCTION`` and `` production`` are production; anything unknown is refused."""
+    normalised = value.strip().lower()
+    if normalised not in ENVIRONMENTS:
+        raise ValueError(f"not an environment: {value!r} (use {' or '.join(ENVIRONMENTS)})")
+    return normalised
+
+
+def _positive(kind: Callable[[str], float]) -> Callable[[str], Any]:
+    def parse(value: str) -> Any:
+        number = kind(value.strip())
+        if number <= 0:
+            raise ValueError(f"must be more than zero, not {value!r}")
+        return number
+
+    return parse
+
+
+def _text(value: str) -> str:
+    return value.strip()
+
+
+@dataclass(frozen=True)
+class Setting:
+    default: Any
+    parse: Callable[[str], Any]
+    meaning: str
+
+
+SETTINGS: dict[str, Setting] = {
+    "CHECKOUT_ENV": Setting("development", parse_environment, "development or production"),
+    "CHECKOUT_INSTANCE_PATH": Setting("", _text, "where secrets, the SQLite file and the Maildir live"),
+    "CHECKOUT_FINGERPRINT_SECRET": Setting(
+        "", _text, "keys the request fingerprints (they cover card numbers); its own secret, not SECRET_KEY"
+    ),
+    "CHECKOUT_KEY_LIFETIME_SECONDS": Setting(24 * 3600, _positive(int), "how long a completed key is replayed"),
+    "CHECKOUT_LEASE_SECONDS": Setting(30.0, _positive(float), "how long a worker owns an operation in progress"),
+    "CHECKOUT_GATEWAY_TIMEOUT_SECONDS": Setting(10.0, _positive(float), "how long the shop waits for the gateway"),
+    "CHECKOUT_SLOW_CARD_SECONDS": Setting(3.0, _positive(float), "how long the slow test card takes"),
+    "CHECKOUT_BROWSER_WAIT_SECONDS": Setting(
+        8.0, _positive(float), "how long a duplicate browser submit waits for the first"
+    ),
+    "CHECKOUT_WAITERS_PER_KEY": Setting(
+        2, _positive(int), "how many duplicates of one key may wait at once in one worker; the rest answer at once"
+    ),
+    "CHECKOUT_RATE_LIMIT": Setting(
+        "10000 per minute", _text, "requests per client (API token, else address); off turns limits off"
+    ),
+    "CHECKOUT_REDIS_URL": Setting("", _text, "Redis, for rate-limit counters shared by every worker"),
+    "CHECKOUT_LAB": Setting(True, parse_bool, "the teaching pages; always off in production"),
+}
+
+FLASK_DEFAULTS: dict[str, Any] = {
+    # Bodies over 64 KiB get 413 (checked on chunked bodies too, see checkout.security).
+    "MAX_CONTENT_LENGTH": 64 * 1024,
+    "SQLALCHEMY_ENGINE_OPTIONS": {"pool_pre_ping": True},
+    "WTF_CSRF_TIME_LIMIT": None,
+    "SESSION_COOKIE_SAMESITE": "Lax",
+    "SESSION_COOKIE_HTTPONLY": True,
+}
+
+# Example values from documentation and tutorials: refused in production whatever their length.
+KNOWN_EXAMPLE_SECRETS = {
+    "change-me",
+    "changeme",
+    "change-this",
+    "secret",
+    "secret-key",
+    "secret_key",
+    "development",
+    "dev",
+    "test",
+    "test-secret-key",
+    "password",
+    "your-secret-key",
+    "replace-me",
+}
+MIN_SECRET_LENGTH = 32
+MIN_DISTINCT_CHARACTERS = 10
+
+
+def defaults() -> dict[str, Any]:
+    return {**FLASK_DEFAULTS, **{name: setting.default for name, setting in SETTINGS.items()}}
 
 
 def from_environment(environ: Mapping[str, str]) -> dict[str, Any]:
+    """The settings the environment gives, typed; an unknown or malformed one is an error."""
     config: dict[str, Any] = {}
     for name, raw in environ.items():
-        if name.startswith("CHECKOUT_"):
-            config[name] = _coerce(name, raw)
+        if not name.startswith("CHECKOUT_"):
+            continue
+        setting = SETTINGS.get(name)
+        if setting is None:
+            close = difflib.get_close_matches(name, SETTINGS, n=1)
+            hint = f"; did you mean {close[0]}?" if close else f"; the settings are: {', '.join(sorted(SETTINGS))}"
+            raise ValueError(f"unknown setting {name}{hint}")
+        try:
+            config[name] = setting.parse(raw)
+        except ValueError as error:
+            raise ValueError(f"{name}={raw!r} is not valid: {error}") from None
     if environ.get("DATABASE_URL"):
         config["SQLALCHEMY_DATABASE_URI"] = environ["DATABASE_URL"]
     if environ.get("SECRET_KEY"):
@@ -73,42 +141,96 @@ def from_environment(environ: Mapping[str, str]) -> dict[str, Any]:
     return config
 
 
-def development_secret(instance_path: str) -> str:
-    """A secret generated once and kept in the instance folder.
+def weakness(secret: str) -> str | None:
+    """Why a secret is too weak for production, or None."""
+    if secret.strip().lower() in KNOWN_EXAMPLE_SECRETS:
+        return "it is an example value from documentation"
+    if len(secret) < MIN_SECRET_LENGTH:
+        return f"it is shorter than {MIN_SECRET_LENGTH} characters"
+    if len(set(secret)) < MIN_DISTINCT_CHARACTERS:
+        return "it repeats too few characters to be random"
+    return None
 
-    Every worker and every restart reads the same file, so sessions and
-    CSRF tokens stay valid across workers.
+
+def _require_strong(name: str, secret: str) -> None:
+    if not secret:
+        raise ValueError(f"CHECKOUT_ENV=production needs {name} in the environment")
+    reason = weakness(secret)
+    if reason:
+        raise ValueError(
+            f"{name} is too weak for production: {reason}. Generate one with: "
+            "python -c 'import secrets; print(secrets.token_hex(32))'"
+        )
+
+
+def instance_secret(instance_path: str, name: str) -> str:
+    """A secret generated once into the instance folder, readable by its owner only.
+
+    Every worker and every restart reads the same file, so sessions, CSRF
+    tokens and fingerprints stay valid across workers.
     """
-    path = Path(instance_path) / "secret_key"
+    path = Path(instance_path) / name
     try:
         return path.read_text().strip()
     except FileNotFoundError:
         pass
-    path.parent.mkdir(parents=True, exist_ok=True)
-    candidate = secrets.token_hex(32)
     try:
         # O_EXCL: if two workers start at once, one writes and both read its value.
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
         return path.read_text().strip()
     with os.fdopen(fd, "w") as handle:
-        handle.write(candidate)
-    return candidate
+        handle.write(secrets.token_hex(32))
+    return path.read_text().strip()
+
+
+def prepare_instance_folder(instance_path: str) -> None:
+    """The folder holds secrets and the SQLite file: only its owner may enter it."""
+    folder = Path(instance_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    folder.chmod(0o700)
+
+
+def _sqlite_file(uri: str) -> Path | None:
+    prefix = "sqlite:///"
+    if not uri.startswith(prefix) or uri == prefix or ":memory:" in uri:
+        return None
+    return Path(uri[len(prefix) :].split("?", 1)[0])
 
 
 def finalize(config: dict[str, Any], instance_path: str) -> None:
-    """Apply the rules that depend on several settings at once."""
+    """Apply the rules that depend on several settings at once; refuse what cannot work."""
     production = config["CHECKOUT_ENV"] == "production"
     if production:
         config["CHECKOUT_LAB"] = False
+        config["SESSION_COOKIE_SECURE"] = True
+        _require_strong("SECRET_KEY", str(config.get("SECRET_KEY") or ""))
+        _require_strong("CHECKOUT_FINGERPRINT_SECRET", config["CHECKOUT_FINGERPRINT_SECRET"])
+        if config["CHECKOUT_FINGERPRINT_SECRET"] == config["SECRET_KEY"]:
+            raise ValueError("CHECKOUT_FINGERPRINT_SECRET must differ from SECRET_KEY")
+    else:
         if not config.get("SECRET_KEY"):
-            raise RuntimeError("CHECKOUT_ENV=production needs SECRET_KEY in the environment")
-        config.setdefault("SESSION_COOKIE_SECURE", True)
-    elif not config.get("SECRET_KEY"):
-        config["SECRET_KEY"] = development_secret(instance_path)
+            config["SECRET_KEY"] = instance_secret(instance_path, "secret_key")
+        if not config["CHECKOUT_FINGERPRINT_SECRET"]:
+            config["CHECKOUT_FINGERPRINT_SECRET"] = instance_secret(instance_path, "fingerprint_secret")
+
+    # A lease must outlive the longest gateway call, or reconcile could take over a payment whose
+    # worker is still inside the call (the gateway key is fenced anyway; this keeps it rare).
+    longest_call = float(config["CHECKOUT_GATEWAY_TIMEOUT_SECONDS"]) + float(config["CHECKOUT_SLOW_CARD_SECONDS"])
+    if float(config["CHECKOUT_LEASE_SECONDS"]) <= longest_call:
+        raise ValueError(
+            f"CHECKOUT_LEASE_SECONDS={config['CHECKOUT_LEASE_SECONDS']} must be longer than "
+            f"CHECKOUT_GATEWAY_TIMEOUT_SECONDS + CHECKOUT_SLOW_CARD_SECONDS ({longest_call:g})"
+        )
+
     if not config.get("SQLALCHEMY_DATABASE_URI"):
         config["SQLALCHEMY_DATABASE_URI"] = "sqlite:///" + str(Path(instance_path) / "checkout.sqlite3")
     uri = config["SQLALCHEMY_DATABASE_URI"]
-    if uri.startswith("postgres://") or uri.startswith("postgresql://"):
+    if uri.startswith(("postgres://", "postgresql://")):
         # psycopg 3 is the driver we ship; accept the common short forms.
         config["SQLALCHEMY_DATABASE_URI"] = "postgresql+psycopg://" + uri.split("://", 1)[1]
+    database_file = _sqlite_file(config["SQLALCHEMY_DATABASE_URI"])
+    if database_file is not None and not database_file.exists():
+        # Create it readable by its owner only, before SQLite creates it with the default umask.
+        database_file.parent.mkdir(parents=True, exist_ok=True)
+        os.close(os.open(database_file, os.O_WRONLY | os.O_CREAT, 0o600))

@@ -70,13 +70,34 @@ def insert_ignoring_conflicts(table: Any, bind: Any) -> Any:
     raise NotImplementedError(f"no atomic insert-or-ignore for {name}")
 
 
+def dialect_insert(table: Any, bind: Any) -> Any:
+    """The dialect's own INSERT, for ``ON CONFLICT ... DO UPDATE`` (an upsert)."""
+    dialect = bind.dialect if hasattr(bind, "dialect") else bind.get_bind().dialect
+    if dialect.name == "postgresql":
+        return postgresql.insert(table)
+    if dialect.name == "sqlite":
+        return sqlite.insert(table)
+    raise NotImplementedError(f"no upsert for {dialect.name}")
+
+
+# 64-bit ids for tables that grow without bound. On SQLite an INTEGER PRIMARY KEY is already
+# 64-bit and is the only type that autoincrements, so it stays INTEGER there.
+BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
+# The execution option that marks a connection as opened for a unit of work (see checkout.transactions).
+WRITE_OPTION = "checkout_write"
+
+
 def configure_engine(engine: Engine) -> None:
     """Make SQLite safe for several threads and processes.
 
     SQLite's default deferred BEGIN takes the write lock at the first write,
-    so a transaction that reads then writes can fail at once with "database
-    is locked". We take the lock at BEGIN (IMMEDIATE), use WAL so readers do
-    not block the writer, and wait generously for the lock.
+    so a transaction that reads and then writes can fail at once with
+    "database is locked". A unit of work (``checkout.transactions.writing``)
+    therefore begins with ``BEGIN IMMEDIATE`` and takes the lock up front; a
+    plain read begins with a deferred ``BEGIN`` and takes no lock at all (WAL:
+    readers never block the writer). A generous busy timeout makes writers
+    queue instead of failing.
     """
     if engine.dialect.name != "sqlite":
         return
@@ -94,4 +115,5 @@ def configure_engine(engine: Engine) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: sa.engine.Connection) -> None:
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
+        writes = connection.get_execution_options().get(WRITE_OPTION, False)
+        connection.exec_driver_sql("BEGIN IMMEDIATE" if writes else "BEGIN")

@@ -8,11 +8,13 @@ from __future__ import annotations
 import logging
 
 from flask import Flask, Response, render_template, request
+from flask.typing import ResponseReturnValue
 from flask_wtf.csrf import CSRFError
 from sqlalchemy.exc import OperationalError
 from werkzeug.exceptions import HTTPException, InternalServerError
 
 from checkout.extensions import db
+from checkout.limits import retry_after_seconds
 from checkout.problems import problem
 
 log = logging.getLogger(__name__)
@@ -24,13 +26,21 @@ TITLES = {
     405: "Method not allowed",
     413: "Too large",
     415: "Unsupported media type",
+    429: "Too many requests",
     500: "Something went wrong",
     503: "Temporarily unavailable",
+}
+MESSAGES = {
+    400: "The request could not be read. Nothing was charged.",
+    404: "There is nothing here, or it belongs to someone else.",
+    405: "This address does not accept that kind of request.",
+    413: "The request body is larger than 64 KiB.",
+    429: "You sent too many requests in a short time. Wait a moment, then try again; nothing was charged twice.",
 }
 
 
 def _wants_problem() -> bool:
-    return request.path.startswith("/api/")
+    return request.path.startswith("/api/") or request.path.startswith("/webhooks/")
 
 
 def _rollback() -> None:
@@ -40,33 +50,34 @@ def _rollback() -> None:
         log.warning("rollback failed", exc_info=True)
 
 
-Answer = Response | tuple[str, int, dict[str, str]]
-
-
-def _render(status: int, title: str, message: str, headers: dict[str, str] | None = None) -> Answer:
+def _render(status: int, title: str, message: str, headers: dict[str, str] | None = None) -> ResponseReturnValue:
     if _wants_problem():
         return problem(status, title, message, headers=headers)
-    return render_template("errors/error.html", title=title, message=message), status, headers or {}
+    page = render_template("errors/error.html", title=title, message=message)
+    return Response(page, status=status, headers=headers or {}, mimetype="text/html")
 
 
 def register_error_handlers(app: Flask) -> None:
     @app.errorhandler(CSRFError)
-    def csrf_error(error: CSRFError) -> Answer:
+    def csrf_error(error: CSRFError) -> ResponseReturnValue:
         _rollback()
         return _render(400, "This form has expired", "Reload the page and submit it again. Nothing was charged.")
 
     @app.errorhandler(HTTPException)
-    def http_error(error: HTTPException) -> Answer:
+    def http_error(error: HTTPException) -> ResponseReturnValue:
         _rollback()
         status = error.code or 500
-        if status == 413:
-            return _render(413, "Too large", "The request body is larger than 64 KiB.")
-        if status == 404:
-            return _render(404, "Not found", "There is nothing here, or it belongs to someone else.")
-        return _render(status, TITLES.get(status, error.name), error.description or error.name)
+        headers: dict[str, str] = {}
+        if status == 405:
+            # The methods the route does accept (werkzeug knows them; a custom answer must repeat them).
+            headers["Allow"] = ", ".join(getattr(error, "valid_methods", None) or [])
+        if status == 429:
+            headers["Retry-After"] = str(retry_after_seconds())
+        message = MESSAGES.get(status) or error.description or error.name
+        return _render(status, TITLES.get(status, error.name), message, headers)
 
     @app.errorhandler(OperationalError)
-    def database_unavailable(error: OperationalError) -> Answer:
+    def database_unavailable(error: OperationalError) -> ResponseReturnValue:
         _rollback()
         log.error("database unavailable: %s", error.__class__.__name__)
         return _render(
@@ -77,7 +88,7 @@ def register_error_handlers(app: Flask) -> None:
         )
 
     @app.errorhandler(InternalServerError)
-    def internal_error(error: InternalServerError) -> Answer:
+    def internal_error(error: InternalServerError) -> ResponseReturnValue:
         _rollback()
         return _render(
             500,

@@ -32,7 +32,7 @@ def problem(
         "title": title,
         "status": status,
         "detail": detail,
-        **extra,
+        **{name: value for name, value in extra.items() if value is not None},
     }
     response = Response(json_bytes(body), status=status, mimetype="application/problem+json")
     for name, value in (headers or {}).items():

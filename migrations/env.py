@@ -21,6 +21,13 @@ def run_migrations_offline() -> None:
         context.run_migrations()
 
 
+def render_item(type_, obj, autogen_context):
+    """Render the project's UTCDateTime as the plain column type it stores, so migrations need no app import."""
+    if type_ == "type" and obj.__class__.__name__ == "UTCDateTime":
+        return "sa.DateTime(timezone=True)"
+    return False
+
+
 def run_migrations_online() -> None:
     def process_revision_directives(context, revision, directives):
         if getattr(config.cmd_opts, "autogenerate", False) and directives[0].upgrade_ops.is_empty():
@@ -30,6 +37,7 @@ def run_migrations_online() -> None:
     conf_args = dict(current_app.extensions["migrate"].configure_args)
     conf_args.setdefault("process_revision_directives", process_revision_directives)
     conf_args.setdefault("render_as_batch", True)  # SQLite alters tables by copying them
+    conf_args.setdefault("render_item", render_item)
 
     with db.engine.connect() as connection:
         context.configure(connection=connection, target_metadata=db.metadata, **conf_args)

@@ -69,10 +69,11 @@ from checkout import create_app  # noqa: E402
 from checkout.database import configure_engine, utcnow  # noqa: E402
 from checkout.extensions import db  # noqa: E402
 from checkout.gateway.models import SUCCEEDED, GatewayCharge  # noqa: E402
-from checkout.idempotency.models import COMPLETED, FINISHED, IdempotencyRecord  # noqa: E402
+from checkout.idempotency import COMPLETED, FINISHED, IdempotencyRecord  # noqa: E402
 from checkout.shop.models import Order  # noqa: E402
 from checkout.shop.responders import API_ENDPOINT  # noqa: E402
 from checkout.shop.seed import seed  # noqa: E402
+from checkout.transactions import writing  # noqa: E402
 
 DEFAULT_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 SECRET_KEY = "bench-secret-key"  # shared by every server and worker: the request fingerprints depend on it
@@ -768,7 +769,9 @@ def statements_per_request(database_url: str) -> dict[str, Any]:
     )
     with app.app_context():
         db.create_all()
-        seed(demo_customers=True)
+        with writing():
+            seed(demo_customers=True)
+        db.session.remove()
     engines = engines_of(app)
     counter = StatementCounter()
     for engine in engines:
@@ -927,6 +930,8 @@ def main(argv: list[str] | None = None) -> int:
 
     results["backends"] = {}
     with tempfile.TemporaryDirectory(prefix="checkout-bench-") as temporary:
+        # Every app this run makes, in process or in a server, keeps its secrets here, not in instance/.
+        os.environ["CHECKOUT_INSTANCE_PATH"] = str(Path(temporary) / "instance")
         for backend in options.backends:
             say(f"\n== {backend} ==")
             if backend == "postgresql" and postgres_problem:

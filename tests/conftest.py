@@ -21,6 +21,7 @@ from werkzeug.serving import make_server
 from checkout import create_app
 from checkout.extensions import db
 from checkout.shop.seed import seed
+from checkout.transactions import writing
 from tests.helpers import Ledger
 
 POSTGRES_URL = os.environ.get("TEST_DATABASE_URL", "")
@@ -29,6 +30,13 @@ POSTGRES_URL = os.environ.get("TEST_DATABASE_URL", "")
 def _postgres_schema_url(base: str, schema: str) -> str:
     separator = "&" if "?" in base else "?"
     return f"{base}{separator}options={quote(f'-csearch_path={schema}')}"
+
+
+@pytest.fixture(autouse=True)
+def _instance_folder(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Secrets and files of every app a test makes (gunicorn servers included) go to the test's own folder,
+    never into the developer's instance/."""
+    monkeypatch.setenv("CHECKOUT_INSTANCE_PATH", str(tmp_path / "instance"))
 
 
 @pytest.fixture
@@ -53,16 +61,18 @@ def make_app(database_url: str, instance_path: str, **overrides: Any) -> Flask:
     config = {
         "TESTING": True,
         "SECRET_KEY": "test-secret-key",
+        "CHECKOUT_FINGERPRINT_SECRET": "test-fingerprint-secret",
         "SQLALCHEMY_DATABASE_URI": database_url,
         "CHECKOUT_SLOW_CARD_SECONDS": 1.5,
         "CHECKOUT_BROWSER_WAIT_SECONDS": 8.0,
         **overrides,
     }
-    app = create_app(config)
-    app.instance_path = instance_path
+    app = create_app(config, instance_path=instance_path)
     with app.app_context():
         db.create_all()  # tests only; the app's schema comes from migrations
-        seed(demo_customers=True)
+        with writing():
+            seed(demo_customers=True)
+        db.session.remove()
     return app
 
 
@@ -152,7 +162,8 @@ def live_server(app: Flask) -> Iterator[LiveServer]:
     server_info = LiveServer(url="", app=app)
     server = make_server("127.0.0.1", 0, _CountPosts(app, server_info), threaded=True)
     server_info.url = f"http://127.0.0.1:{server.server_port}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # poll_interval: shutdown() waits for the serving loop to notice; 0.5 s by default, per test.
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
     thread.start()
     yield server_info
     server.shutdown()

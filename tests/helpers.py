@@ -20,8 +20,7 @@ from flask.testing import FlaskClient
 from checkout.database import utcnow
 from checkout.extensions import db
 from checkout.gateway import GatewayCharge
-from checkout.gateway.cards import digits_only
-from checkout.idempotency import IdempotencyEvent, IdempotencyRecord, Scope, Settings, claim, fingerprint
+from checkout.idempotency import IdempotencyEvent, IdempotencyRecord
 from checkout.shop.models import Order
 from checkout.shop.responders import API_ENDPOINT
 
@@ -151,21 +150,29 @@ def post_order(client: FlaskClient, key: str | None, body: Any = None, headers: 
 def claim_as_a_dying_worker(
     app: Flask, key: str, body: dict[str, Any] | None = None, *, lease_seconds: float = 30
 ) -> object:
-    """Claim alice's API key for ``body`` exactly as a request would, and never finish it.
+    """Do what POST /api/orders does for alice up to its first phase (the order exists), then die.
 
     Returns what the claim returned: an Operation, or what the key's existing record means.
     """
-    body = order_body() if body is None else body
-    normalized = {
-        "items": [{"sku": i["sku"], "quantity": i["quantity"]} for i in body["items"]],
-        "email": body["email"],
-        "card_number": digits_only(body["card_number"]),
-    }
+    from checkout.idempotency import Scope, Settings, begin
+    from checkout.shop.api import api_fingerprint
+    from checkout.shop.models import Customer
+    from checkout.shop.placement import OrderRequest, PlaceOrder
+    from checkout.shop.responders import ApiResponder
+    from checkout.shop.runtime import gateway
+    from checkout.shop.validation import validate_order
+
     with app.app_context():
-        operation = claim(
+        valid, errors = validate_order(order_body() if body is None else body)
+        assert valid is not None, errors
+        customer_id = db.session.scalar(sa.select(Customer.id).where(Customer.public_id == "cus_demo_alice"))
+        assert customer_id is not None
+        request = OrderRequest(customer_id, key, valid.email, valid.card_number, valid.currency, lines=valid.lines)
+        operation = begin(
             Scope("cus_demo_alice", API_ENDPOINT, key),
-            fingerprint(app.config["SECRET_KEY"], "POST", API_ENDPOINT, normalized),
-            Settings(lease_seconds=lease_seconds),
+            api_fingerprint(valid),
+            PlaceOrder(request, ApiResponder(), gateway()).phases(),
+            settings=Settings(lease_seconds=lease_seconds),
         )
         db.session.remove()
     return operation

@@ -53,7 +53,9 @@ def test_same_key_still_in_progress_is_409_with_retry_after(client: FlaskClient,
     assert response.status_code == 409
     assert int(response.headers["Retry-After"]) >= 1
     assert response.mimetype == "application/problem+json"
-    assert ledger.orders() == []
+    [order] = ledger.orders()  # the other worker's first phase created it; nothing was charged
+    assert response.get_json()["idempotency_key"] == key and response.get_json()["order_id"] == order.public_id
+    assert order.status == "pending" and ledger.charges() == []
     [record] = ledger.records()
     assert record.state == "in_progress" and record.response_status is None
 

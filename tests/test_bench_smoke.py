@@ -17,7 +17,7 @@ from types import ModuleType
 import pytest
 import sqlalchemy as sa
 
-from checkout.idempotency.models import COMPLETED, IdempotencyRecord
+from checkout.idempotency import COMPLETED, IdempotencyRecord
 from tests.conftest import POSTGRES_URL
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -71,7 +71,7 @@ def test_two_browser_submits_of_one_form_without_javascript_charge_once(
 
 
 @pytest.mark.parametrize("app_overrides", [{"CHECKOUT_BROWSER_WAIT_SECONDS": 0.3, "CHECKOUT_SLOW_CARD_SECONDS": 3}])
-def test_a_second_submit_that_outwaits_its_bound_gets_a_self_refreshing_page_that_ends_on_the_order(
+def test_a_second_submit_that_outwaits_its_bound_gets_a_self_checking_page_that_ends_on_the_order(
     live_server: LiveServer, ledger: Ledger, app_overrides: dict
 ) -> None:
     browser, form = browser_at_checkout(live_server.url)
@@ -83,8 +83,10 @@ def test_a_second_submit_that_outwaits_its_bound_gets_a_self_refreshing_page_tha
         page = second.read().decode()
         assert second.status == 202
         assert 'data-testid="processing-notice"' in page
-        refresh = re.search(r'http-equiv="refresh" content="2;url=([^"]+)"', page)
+        # The page follows its own "Check now" link every two seconds (static/processing.js).
+        refresh = re.search(r'<a href="([^"]+)" id="check-now" data-poll-seconds="2">', page)
         assert refresh is not None
+        assert "processing.js" in page
         first.result(timeout=30)  # the first submit finishes its payment
 
     final = browser.open(f"{live_server.url}{refresh.group(1)}")  # what the page's refresh loads

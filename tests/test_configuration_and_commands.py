@@ -9,6 +9,7 @@ from flask.testing import FlaskCliRunner
 
 from checkout import create_app
 from checkout.config import parse_bool
+from checkout.extensions import db
 from tests.helpers import ALICE, Ledger, order_body
 
 
@@ -28,7 +29,7 @@ def test_a_bad_boolean_is_an_error_at_start(monkeypatch: pytest.MonkeyPatch, tmp
 def test_production_refuses_to_start_without_a_secret_key(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
     monkeypatch.delenv("SECRET_KEY", raising=False)
     monkeypatch.setenv("CHECKOUT_ENV", "production")
-    with pytest.raises(RuntimeError, match="SECRET_KEY"):
+    with pytest.raises(ValueError, match="SECRET_KEY"):
         create_app({"SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path}/x.db"})
 
 
@@ -38,18 +39,18 @@ def test_development_keeps_one_generated_secret_in_the_instance_folder(
     monkeypatch.delenv("SECRET_KEY", raising=False)
     monkeypatch.delenv("CHECKOUT_ENV", raising=False)
     first = create_app({"SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path}/x.db"})
-    # A second worker reading the same instance folder gets the same secret.
-    from checkout.config import development_secret
-
-    assert development_secret(first.instance_path) == first.config["SECRET_KEY"]
+    second = create_app({"SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path}/x.db"})  # another worker, same folder
+    assert first.config["SECRET_KEY"] == second.config["SECRET_KEY"]
+    assert first.config["CHECKOUT_FINGERPRINT_SECRET"] == second.config["CHECKOUT_FINGERPRINT_SECRET"]
+    assert first.config["SECRET_KEY"] != first.config["CHECKOUT_FINGERPRINT_SECRET"]
 
 
 def test_environment_settings_are_read_and_typed(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
-    monkeypatch.setenv("CHECKOUT_LEASE_SECONDS", "2.5")
+    monkeypatch.setenv("CHECKOUT_LEASE_SECONDS", "40.5")
     monkeypatch.setenv("CHECKOUT_KEY_LIFETIME_SECONDS", "60")
     monkeypatch.setenv("CHECKOUT_LAB", "0")
     app = create_app({"SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path}/x.db", "SECRET_KEY": "k"})
-    assert app.config["CHECKOUT_LEASE_SECONDS"] == 2.5
+    assert app.config["CHECKOUT_LEASE_SECONDS"] == 40.5
     assert app.config["CHECKOUT_KEY_LIFETIME_SECONDS"] == 60
     assert app.config["CHECKOUT_LAB"] is False
 
@@ -72,18 +73,18 @@ def test_purge_removes_expired_completed_records_only(app, client, runner: Flask
     import sqlalchemy as sa
 
     from checkout.database import utcnow
-    from checkout.extensions import db
-    from checkout.idempotency import IdempotencyRecord, Scope, Settings, claim
+    from checkout.idempotency import IdempotencyRecord
+    from tests.helpers import claim_as_a_dying_worker
 
     client.post("/api/orders", json=order_body(), headers={**ALICE, "Idempotency-Key": "k" * 20})
+    claim_as_a_dying_worker(app, "unfinished-key-0001")
     with app.app_context():
-        claim(Scope("cus_x", "POST /api/orders", "unfinished-key-0001"), "f" * 64, Settings())
         db.session.execute(sa.update(IdempotencyRecord).values(expires_at=utcnow() - timedelta(seconds=1)))
         db.session.commit()
     result = runner.invoke(args=["idempotency", "purge"])
     assert "purged 1" in result.output
     assert [r.key for r in ledger.records()] == ["unfinished-key-0001"]
-    assert len(ledger.orders()) == 1
+    assert len(ledger.orders()) == 2  # the paid one (its record purged) and the unfinished one
 
 
 def test_a_retry_after_the_purge_gets_the_existing_order_not_a_second_one(
@@ -116,7 +117,10 @@ def production_app(monkeypatch: pytest.MonkeyPatch, tmp_path: Any, env: str = "p
     monkeypatch.setenv("CHECKOUT_ENV", env)
     monkeypatch.setenv("SECRET_KEY", STRONG)
     monkeypatch.setenv("CHECKOUT_FINGERPRINT_SECRET", STRONG[::-1])
-    return create_app({"SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path}/p.db"})
+    app = create_app({"SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path}/p.db"})
+    with app.app_context():
+        db.create_all()
+    return app
 
 
 def test_production_session_cookies_are_secure(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:

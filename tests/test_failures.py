@@ -13,7 +13,20 @@ from flask.testing import FlaskClient, FlaskCliRunner
 
 from checkout.database import utcnow
 from checkout.extensions import db
-from checkout.idempotency import IdempotencyRecord, LeaseLost, Scope, Settings, claim, take_over
+from checkout.idempotency import (
+    STARTED,
+    IdempotencyRecord,
+    LeaseLost,
+    MoveTo,
+    Operation,
+    Phase,
+    Scope,
+    Settings,
+    begin,
+    peek,
+    take_over,
+)
+from checkout.transactions import writing
 from tests.helpers import (
     ALICE,
     ANSWER_LOST_CARD,
@@ -38,7 +51,7 @@ def test_gateway_unavailable_is_503_nothing_stored_and_the_retry_resumes(client:
     [record] = ledger.records()
     assert (record.state, record.recovery_point, record.locked_by, record.response_status) == (
         "in_progress",
-        "charge_attempted",
+        "order_created",
         None,
         None,
     )
@@ -86,33 +99,37 @@ def test_a_retry_after_the_lease_expires_takes_over_and_finishes(
     assert [o.status for o in ledger.orders()] == ["paid"]
 
 
+# An operation of no particular kind: its first phase moves to "step_one" and does nothing else.
+STEP_ONE = {STARTED: Phase(commit=lambda _operation, _nothing: MoveTo("step_one"))}
+
+
 def test_a_worker_whose_lease_was_taken_over_cannot_write(app: Flask) -> None:
     scope = Scope("cus_x", "POST /api/orders", "lease-test-key-0001")
     settings = Settings(lease_seconds=60)
     with app.app_context():
-        first = claim(scope, "f" * 64, settings)
-        db.session.execute(sa.update(IdempotencyRecord).values(locked_until=utcnow() - timedelta(seconds=1)))
-        db.session.commit()
-        second = claim(scope, "f" * 64, settings)
-        assert second is not first and getattr(second, "resumed", False)
-        with pytest.raises(LeaseLost), first.phase():
-            first.checkpoint("order_created")
+        first = begin(scope, "f" * 64, STEP_ONE, settings=settings)
+        with writing() as tx:
+            tx.execute(sa.update(IdempotencyRecord).values(locked_until=utcnow() - timedelta(seconds=1)))
+        second = begin(scope, "f" * 64, STEP_ONE, settings=settings)
+        assert isinstance(first, Operation) and isinstance(second, Operation) and second.resumed
+        with pytest.raises(LeaseLost), first.owned():
+            first.apply(MoveTo("step_two"))
         [record] = db.session.scalars(sa.select(IdempotencyRecord)).all()
-        assert (record.recovery_point, record.locked_by) == ("started", second.owner)
-        with second.phase():
-            second.checkpoint("order_created")
-        db.session.commit()
+        assert (record.recovery_point, record.locked_by) == ("step_one", second.owner)
+        with second.owned():
+            second.apply(MoveTo("step_two"))
 
 
 def test_of_many_retries_racing_for_an_expired_lease_exactly_one_takes_it_over(app: Flask) -> None:
     scope = Scope("cus_x", "POST /api/orders", "takeover-race-0001")
     settings = Settings(lease_seconds=60)
     with app.app_context():
-        claim(scope, "f" * 64, settings)
-        db.session.execute(sa.update(IdempotencyRecord).values(locked_until=utcnow() - timedelta(seconds=1)))
-        db.session.commit()
-        record = db.session.scalars(sa.select(IdempotencyRecord)).one()
-        db.session.commit()
+        begin(scope, "f" * 64, STEP_ONE, settings=settings)
+        with writing() as tx:
+            tx.execute(sa.update(IdempotencyRecord).values(locked_until=utcnow() - timedelta(seconds=1)))
+        record = peek(scope)
+        db.session.remove()
+    assert record is not None
     barrier = threading.Barrier(8)
     winners: list[object] = []
 
@@ -157,22 +174,38 @@ def test_reconcile_ends_an_abandoned_unpaid_payment_and_the_client_sees_it(
     age_every_record(app)
     assert "failed" in runner.invoke(args=["idempotency", "reconcile"]).output
     assert [o.status for o in ledger.orders()] == ["failed"]
-    assert ledger.charges() == []
+    assert [c.status for c in ledger.charges()] == ["voided"]  # the fence reconcile put on the gateway key
     late = post_order(client, key, order_body(card=UNAVAILABLE_CARD))
     assert late.status_code == 402
     assert late.get_json()["type"] == "payment-abandoned"
 
 
-def test_reconcile_restarts_an_operation_abandoned_before_its_order_existed(
+def test_reconcile_restarts_an_operation_that_created_nothing(
     app: Flask, client: FlaskClient, runner: FlaskCliRunner, ledger: Ledger
 ) -> None:
     key = str(uuid.uuid4())
-    claim_as_a_dying_worker(app, key)  # a worker claimed the key and died at once
+    with app.app_context():  # a claim whose first phase made nothing the gateway could have charged
+        begin(Scope("cus_demo_alice", "POST /api/orders", key), "f" * 64, STEP_ONE, settings=Settings())
+        db.session.remove()
     age_every_record(app)
     assert "restarted" in runner.invoke(args=["idempotency", "reconcile"]).output
     assert ledger.records() == [] and ledger.orders() == []
     assert post_order(client, key).status_code == 201
     assert len(ledger.succeeded_charges()) == 1
+
+
+def test_a_crash_inside_the_claims_transaction_leaves_no_record_and_no_order(app: Flask, ledger: Ledger) -> None:
+    def crash(_operation: object, _nothing: None) -> MoveTo:
+        raise RuntimeError("the worker died in the middle of its first phase")
+
+    with app.app_context(), pytest.raises(RuntimeError):
+        begin(
+            Scope("cus_x", "POST /api/orders", "crash-key-000000001"),
+            "f" * 64,
+            {STARTED: Phase(commit=crash)},
+            settings=Settings(),
+        )
+    assert ledger.records() == [] and ledger.orders() == [] and ledger.events() == []
 
 
 def test_reconcile_leaves_live_operations_alone(app: Flask, runner: FlaskCliRunner, ledger: Ledger) -> None:
@@ -192,7 +225,8 @@ def test_in_the_browser_a_lost_gateway_answer_shows_try_again_with_the_same_key(
     assert "could not confirm your payment" in page
     again = form_fields(page)
     assert again["idempotency_key"] == fields["idempotency_key"]
-    second = client.post("/checkout", data=again)
+    assert again["card_number"] == ""  # never echoed: the shopper types it again
+    second = client.post("/checkout", data={**again, "card_number": ANSWER_LOST_CARD})
     assert second.status_code == 303
     [order] = ledger.orders()
     assert order.status == "paid" and len(ledger.charges()) == 1

@@ -32,6 +32,13 @@ from tests.http import post_json
 from tests.servers import gunicorn
 
 pytestmark = pytest.mark.slow
+
+# A lease that runs out soon after a worker dies; it must outlive the gateway's timeout plus the slow card.
+SHORT_LEASE = {
+    "CHECKOUT_LEASE_SECONDS": "5",
+    "CHECKOUT_GATEWAY_TIMEOUT_SECONDS": "2.5",
+    "CHECKOUT_SLOW_CARD_SECONDS": "2",
+}
 BACKEND = "postgresql" if POSTGRES_URL else "sqlite"
 
 
@@ -105,9 +112,7 @@ def test_a_worker_killed_mid_payment_is_resumed_by_the_retry(
     app: Flask, database_url: str, instance: Path, ledger: Ledger, moment: str
 ) -> None:
     key = str(uuid.uuid4())
-    with gunicorn(
-        database_url, instance, settings={"CHECKOUT_LEASE_SECONDS": "2", "CHECKOUT_SLOW_CARD_SECONDS": "4"}
-    ) as [server]:
+    with gunicorn(database_url, instance, settings=SHORT_LEASE) as [server]:
         client = pay_in_background(server.url, key)
         pid = wait_for(lambda: ledger.worker_of("gateway_called"))
         if moment == "after the gateway charged":

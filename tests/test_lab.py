@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 from flask.testing import FlaskClient
 
-from tests.helpers import ALICE, SLOW_CARD, add_to_cart, checkout_fields, form_fields, order_body
+from tests.conftest import LiveServer
+from tests.helpers import ALICE, SLOW_CARD, add_to_cart, browser_with_cart, form_fields, order_body, race
 
 
 def test_the_ledger_lists_records_orders_charges_and_events_newest_first(client: FlaskClient) -> None:
@@ -40,19 +43,17 @@ def test_the_lab_counts_replays_and_shows_a_keys_timeline(client: FlaskClient) -
     assert page.count(">replayed<") >= 2 and ">charged<" in page
 
 
-def test_a_double_submit_on_the_unsafe_checkout_charges_twice_and_the_lab_shows_it(client: FlaskClient) -> None:
-    add_to_cart(client)
-    fields = checkout_fields(client)  # for the CSRF token
-    form = {"csrf_token": fields["csrf_token"], "email": "s@example.com", "card_number": "4242424242424242"}
-    cookie = client.get_cookie("session")
-    assert cookie is not None
-    assert client.post("/lab/unsafe-checkout", data=form).status_code == 303
-    client.set_cookie("session", cookie.value)  # the second click left with the same cookie as the first
-    assert client.post("/lab/unsafe-checkout", data=form).status_code == 303
-    ledger = client.get("/api/lab/ledger").get_json()
-    assert len(ledger["orders"]) == 2 and len(ledger["charges"]) == 2
+@pytest.mark.slow
+def test_a_double_submit_on_the_unsafe_checkout_charges_twice_and_the_lab_shows_it(live_server: LiveServer) -> None:
+    browser = browser_with_cart(live_server.url)
+    fields = form_fields(browser.open(f"{live_server.url}/lab/unsafe-checkout").read().decode(), "unsafe-checkout-form")
+    form = urlencode({**fields, "email": "s@example.com", "card_number": SLOW_CARD}).encode()
+    race(2, lambda _i: browser.open(f"{live_server.url}/lab/unsafe-checkout", data=form).read())  # both in flight
+    ledger = json.loads(browser.open(f"{live_server.url}/api/lab/ledger").read())
+    assert len(ledger["orders"]) == 2
+    assert len([c for c in ledger["charges"] if c["status"] == "succeeded"]) == 2
     assert all(o["idempotency_key"] is None for o in ledger["orders"])
-    assert 'data-testid="charged-twice">$14.00<' in client.get("/lab").get_data(as_text=True)
+    assert 'data-testid="charged-twice">$14.00<' in browser.open(f"{live_server.url}/lab").read().decode()
 
 
 def test_the_safe_checkout_offers_the_unsafe_switch_while_the_lab_is_on(client: FlaskClient) -> None:
@@ -78,6 +79,13 @@ def test_production_turns_the_lab_off(monkeypatch: pytest.MonkeyPatch, tmp_path:
     from checkout import create_app
 
     monkeypatch.setenv("CHECKOUT_ENV", "production")
-    app = create_app({"SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path}/p.db", "SECRET_KEY": "k", "CHECKOUT_LAB": True})
+    app = create_app(
+        {
+            "SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path}/p.db",
+            "SECRET_KEY": "3f9c1e7a0b5d4c2e8f6a1b3c5d7e9f0a2b4c6d8e0f1a3b5c",
+            "CHECKOUT_FINGERPRINT_SECRET": "c5b3a1f0e8d6c4b2a0f9e7d5c3b1a6f8e2c4d5b0a7e1c9f3",
+            "CHECKOUT_LAB": True,
+        }
+    )
     assert app.config["CHECKOUT_LAB"] is False
     assert app.test_client().get("/api/lab/ledger").status_code == 404

@@ -43,8 +43,8 @@ def test_every_route_answers_with_the_security_headers(app: Flask, client: Flask
     routes = every_route(app)
     assert len(routes) >= 15
     for method, path in routes:
-        response = client.open(path, method=method, headers=ALICE)
-        assert_security_headers(response, f"{method} {path} -> {response.status_code}")
+        with client.open(path, method=method, headers=ALICE) as response:
+            assert_security_headers(response, f"{method} {path} -> {response.status_code}")
 
 
 @pytest.mark.parametrize("path", ["/checkout", "/cart", "/", "/lab/unsafe-checkout"])
@@ -56,5 +56,6 @@ def test_pages_with_forms_are_never_stored(client: FlaskClient, path: str) -> No
 
 
 def test_errors_and_static_files_carry_the_headers_too(client: FlaskClient) -> None:
-    for response in (client.get("/no-such-page"), client.get("/static/style.css"), client.delete("/checkout")):
-        assert_security_headers(response, response.status)
+    for path, method in (("/no-such-page", "GET"), ("/static/style.css", "GET"), ("/checkout", "DELETE")):
+        with client.open(path, method=method) as response:
+            assert_security_headers(response, f"{method} {path}")

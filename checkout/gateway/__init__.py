@@ -10,15 +10,18 @@ from checkout.gateway.client import (
     GatewayError,
     GatewayTimeout,
     GatewayUnavailable,
+    InvalidAmount,
     InvalidCard,
     KeyReused,
+    KeyVoided,
     ReferenceAlreadyCharged,
 )
-from checkout.gateway.models import DECLINED, SUCCEEDED, GatewayCharge, GatewayFaultMark
+from checkout.gateway.models import DECLINED, SUCCEEDED, VOIDED, GatewayCharge, GatewayFaultMark
 
 __all__ = [
     "DECLINED",
     "SUCCEEDED",
+    "VOIDED",
     "CardDeclined",
     "Charge",
     "Gateway",
@@ -27,7 +30,9 @@ __all__ = [
     "GatewayFaultMark",
     "GatewayTimeout",
     "GatewayUnavailable",
+    "InvalidAmount",
     "InvalidCard",
     "KeyReused",
+    "KeyVoided",
     "ReferenceAlreadyCharged",
 ]

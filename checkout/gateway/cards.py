@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import enum
 
+ASCII_DIGITS = frozenset("0123456789")
+
 
 def digits_only(card_number: str) -> str:
-    return "".join(ch for ch in card_number if ch.isdigit())
+    """The ASCII digits of a card number. (str.isdigit() also says yes to "４", "⁴" and "④".)"""
+    return "".join(ch for ch in card_number if ch in ASCII_DIGITS)
 
 
 def luhn_valid(digits: str) -> bool:
-    if not digits.isdigit() or not 12 <= len(digits) <= 19:
+    if not 12 <= len(digits) <= 19 or not set(digits) <= ASCII_DIGITS:
         return False
     total = 0
     for index, char in enumerate(reversed(digits)):

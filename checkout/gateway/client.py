@@ -2,9 +2,15 @@
 
 - It is idempotent on the gateway key: calling ``charge`` again with the same
   key returns the first call's charge and never charges again.
+- A merchant can ``void`` a gateway key: if no charge exists under it yet, the
+  key is fenced, and any charge attempted under it later is refused. Reconcile
+  voids before it decides "not charged", so a stalled call can never charge
+  after that decision. The charge and the void race for the same unique key:
+  whichever commits first wins, and both sides then read the winner.
 - It writes its ledger on its own connection and commits before it answers,
   so a charge survives whatever the caller's transaction does afterwards.
-- It keeps the last four digits of a card, nothing more.
+- It keeps the last four digits of a card, nothing more, and refuses an
+  amount of zero or less.
 - The test cards make it decline, fail, lose its answer, or take its time.
 """
 
@@ -19,9 +25,9 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
-from checkout.database import insert_ignoring_conflicts, utcnow
+from checkout.database import WRITE_OPTION, insert_ignoring_conflicts, utcnow
 from checkout.gateway.cards import Behaviour, behaviour, digits_only, last4, luhn_valid
-from checkout.gateway.models import DECLINED, SUCCEEDED, GatewayCharge, GatewayFaultMark
+from checkout.gateway.models import DECLINED, SUCCEEDED, VOIDED, GatewayCharge, GatewayFaultMark
 
 
 @dataclass(frozen=True)
@@ -39,6 +45,10 @@ class Charge:
     def succeeded(self) -> bool:
         return self.status == SUCCEEDED
 
+    @property
+    def voided(self) -> bool:
+        return self.status == VOIDED
+
 
 class GatewayError(Exception):
     """Base of what the gateway can answer instead of a charge."""
@@ -54,6 +64,14 @@ class CardDeclined(GatewayError):
 
 class InvalidCard(GatewayError):
     """Final: the number is not a card number."""
+
+
+class InvalidAmount(GatewayError):
+    """Final: a charge is for more than zero."""
+
+
+class KeyVoided(GatewayError):
+    """Final: the merchant voided this gateway key before any charge landed under it."""
 
 
 class GatewayUnavailable(GatewayError):
@@ -88,6 +106,8 @@ def _charge_from_row(row: GatewayCharge) -> Charge:
 class Gateway:
     def __init__(self, engine: Engine, *, slow_seconds: float = 3.0, timeout_seconds: float = 10.0) -> None:
         self.engine = engine
+        # The ledger's writes take SQLite's write lock up front (see checkout.database).
+        self._writer = engine.execution_options(**{WRITE_OPTION: True})
         self.slow_seconds = slow_seconds
         self.timeout_seconds = timeout_seconds
 
@@ -100,8 +120,10 @@ class Gateway:
 
     def charge(self, *, gateway_key: str, amount_cents: int, currency: str, card_number: str, reference: str) -> Charge:
         """Charge once per ``gateway_key``; a repeat returns the first answer."""
+        if amount_cents <= 0:
+            raise InvalidAmount(f"a charge must be for more than zero, not {amount_cents}")
         digits = digits_only(card_number)
-        if not luhn_valid(digits):
+        if digits != card_number.replace(" ", "").replace("-", "") or not luhn_valid(digits):
             raise InvalidCard("not a valid card number")
         existing = self.retrieve(gateway_key)
         if existing is not None:
@@ -111,7 +133,7 @@ class Gateway:
         if card is Behaviour.UNAVAILABLE_ONCE and self._first_fault(gateway_key, "unavailable"):
             raise GatewayUnavailable("the gateway is unavailable; nothing was charged")
         # The slow card spends half its delay before charging and half answering, so a
-        # worker can die (or give up) either before or after the charge exists.
+        # worker can die (or stall) either before or after the charge exists.
         delay = self.slow_seconds / 2 if card is Behaviour.SLOW else 0.0
         answer_lost = card is Behaviour.SLOW and self.slow_seconds > self.timeout_seconds
         if delay:
@@ -132,9 +154,32 @@ class Gateway:
             raise CardDeclined(charge)
         return charge
 
+    def void(self, *, gateway_key: str, reference: str) -> Charge:
+        """Fence a gateway key: what stands under it now, a charge or this void, is final.
+
+        Returns the charge if one landed first (succeeded or declined), else the void.
+        """
+        with Session(self._writer) as session, session.begin():
+            session.execute(
+                insert_ignoring_conflicts(GatewayCharge, session).values(
+                    id="vd_" + secrets.token_hex(12),
+                    gateway_key=gateway_key,
+                    reference=reference,
+                    amount_cents=0,
+                    currency="",
+                    status=VOIDED,
+                    card_last4="",
+                    created_at=utcnow(),
+                )
+            )
+            row = session.scalars(sa.select(GatewayCharge).where(GatewayCharge.gateway_key == gateway_key)).one()
+            return _charge_from_row(row)
+
     # -- internals -------------------------------------------------------
 
     def _repeat(self, charge: Charge, amount_cents: int, currency: str, reference: str) -> Charge:
+        if charge.voided:
+            raise KeyVoided("this gateway key was voided by the merchant; nothing was charged")
         if (charge.amount_cents, charge.currency, charge.reference) != (amount_cents, currency, reference):
             raise KeyReused("this gateway key was used for a different charge")
         if charge.status == DECLINED:
@@ -143,7 +188,7 @@ class Gateway:
 
     def _first_fault(self, gateway_key: str, fault: str) -> bool:
         """True the first time this key meets this fault (remembered across processes)."""
-        with Session(self.engine) as session, session.begin():
+        with Session(self._writer) as session, session.begin():
             inserted = session.execute(
                 insert_ignoring_conflicts(GatewayFaultMark, session)
                 .values(gateway_key=gateway_key, fault=fault, created_at=utcnow())
@@ -159,7 +204,7 @@ class Gateway:
         Returns the charge under this key and whether this call created it;
         ``None`` if the reference is already charged under another key.
         """
-        with Session(self.engine) as session, session.begin():
+        with Session(self._writer) as session, session.begin():
             inserted = session.execute(
                 insert_ignoring_conflicts(GatewayCharge, session)
                 .values(

@@ -9,14 +9,17 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column
 
-from checkout.database import UTCDateTime, utcnow
-from checkout.extensions import db
+from checkout.database import Base, UTCDateTime, utcnow
 
 SUCCEEDED = "succeeded"
 DECLINED = "declined"
+# A gateway key fenced by the merchant (reconcile) before any charge landed under it:
+# a charge attempted under it afterwards is refused.
+VOIDED = "voided"
+CHARGE_STATES = (SUCCEEDED, DECLINED, VOIDED)
 
 
-class GatewayCharge(db.Model):
+class GatewayCharge(Base):
     __tablename__ = "gateway_charges"
     __table_args__ = (
         sa.UniqueConstraint("gateway_key"),
@@ -28,7 +31,9 @@ class GatewayCharge(db.Model):
             sqlite_where=sa.text("status = 'succeeded'"),
             postgresql_where=sa.text("status = 'succeeded'"),
         ),
-        sa.CheckConstraint(f"status IN ('{SUCCEEDED}', '{DECLINED}')", name="status"),
+        sa.CheckConstraint(f"status IN {CHARGE_STATES!r}", name="status"),
+        # A charge moves money; only a void (which moves none) has an amount of zero.
+        sa.CheckConstraint(f"amount_cents > 0 OR status = '{VOIDED}'", name="amount_positive"),
     )
 
     id: Mapped[str] = mapped_column(sa.String(32), primary_key=True)
@@ -41,7 +46,7 @@ class GatewayCharge(db.Model):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
-class GatewayFaultMark(db.Model):
+class GatewayFaultMark(Base):
     """ "This gateway key has failed once already", for the fault cards.
 
     It must live in the database: with several workers, the retry lands on

@@ -2,63 +2,103 @@
 
 The flow, for one (customer, endpoint, key):
 
-1. ``claim``: one ``INSERT ... ON CONFLICT DO NOTHING``. Exactly one request
-   inserts the record and owns it; every other request reads what is there:
-   a different fingerprint is a mismatch, a completed record is replayed, a
-   live lease is a conflict, an expired or released lease is taken over by a
-   compare-and-set UPDATE and the operation resumes from its recovery point.
-2. The owner runs the operation as phases (``Operation.phase``): each phase
-   is one transaction that first re-checks the owner token, so a worker whose
-   lease was taken over cannot write anything, then moves the recovery point.
-3. The last phase stores the response with ``Operation.complete``; a retry
-   with the same key from then on gets it back byte for byte.
+1. Look: one indexed read of the record. Most retries end here: a completed
+   record is replayed, a different fingerprint is a mismatch, a live lease is
+   a conflict (or, for a browser, a short wait that only reads).
+2. Claim: one ``INSERT ... ON CONFLICT DO NOTHING``, in the same transaction
+   as the operation's first phase (creating the order). The unique index
+   decides which of two racing requests wins; the loser reads the winner's
+   record. The read in step 1 is only a shortcut: the INSERT is the arbiter.
+3. Phases: from each recovery point, a ``Phase`` calls the outside world
+   with no transaction open, then commits in one owner-checked transaction
+   that ends with exactly one step: move to the next recovery point, or
+   complete with the response to store.
+4. An expired or released lease is taken over by a compare-and-set UPDATE,
+   and the operation resumes from its recovery point.
 
-If the operation cannot know its outcome yet (a gateway outage, a lost
-answer) it raises ``RetryLater``: the lease is released at once and nothing
-is stored as the outcome, so the next retry resumes immediately.
+If a phase cannot know its outcome yet (a provider is down, its answer was
+lost) it raises ``RetryLater``: the lease is released at once and nothing is
+stored as the outcome, so the next retry resumes immediately.
 """
+
+from __future__ import annotations
 
 import hmac
 import math
 import secrets
+import threading
 import time
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 
 from checkout.database import insert_ignoring_conflicts, utcnow
 from checkout.extensions import db
-from checkout.idempotency.audit import note, record_event
-from checkout.idempotency.models import COMPLETED, IN_PROGRESS, STARTED, IdempotencyRecord
-from checkout.idempotency.operation import Operation
+from checkout.idempotency.audit import note
+from checkout.idempotency.models import IdempotencyEvent, IdempotencyRecord
+from checkout.idempotency.operation import Operation, lease_values
 from checkout.idempotency.types import (
+    COMPLETED,
+    IN_PROGRESS,
+    STARTED,
     Done,
+    Event,
     InProgress,
     LeaseLost,
     Mismatch,
     Outcome,
+    Phase,
+    RecordView,
+    Refuse,
+    Refused,
     RetryLater,
     Scope,
     Settings,
     StoredResponse,
     Unfinished,
 )
+from checkout.transactions import assert_idle, writing
 
-POLL_SECONDS = 0.1
 # A request in progress usually ends within seconds; a dead owner's lease is taken over
 # when it expires. Either way a client should look again soon, not wait out the lease.
 MAX_RETRY_AFTER = 2
+# Of several requests racing for a released lease, the losers look again; a few rounds settle it.
+ATTEMPTS = 5
 
 
-def _retry_after(locked_until: datetime | None, now: datetime) -> int:
-    if locked_until is None:
-        return 1
-    return min(MAX_RETRY_AFTER, max(1, math.ceil((locked_until - now).total_seconds())))
+# --- reading ---------------------------------------------------------------------
 
 
-def _read(scope: Scope) -> IdempotencyRecord | None:
-    return db.session.execute(
+def _view(record: IdempotencyRecord, now: datetime) -> RecordView:
+    response = None
+    if record.response_status is not None:
+        response = StoredResponse(
+            record.response_status, dict(record.response_headers or {}), record.response_body or b""
+        )
+    live = record.locked_by is not None and record.locked_until is not None and record.locked_until > now
+    return RecordView(
+        id=record.id,
+        scope=Scope(record.customer, record.endpoint, record.key),
+        fingerprint=record.fingerprint,
+        state=record.state,
+        recovery_point=record.recovery_point,
+        lease_live=live,
+        lease_holder=record.worker if live else None,
+        locked_until=record.locked_until,
+        reference=record.reference,
+        response=response,
+        duplicates=record.duplicates,
+        created_at=record.created_at,
+        updated_at=record.updated_at,
+    )
+
+
+def peek(scope: Scope) -> RecordView | None:
+    """The record for a scope, read without claiming anything (a plain read, no lock)."""
+    record = db.session.scalars(
         sa.select(IdempotencyRecord)
         .where(
             IdempotencyRecord.customer == scope.customer,
@@ -66,108 +106,249 @@ def _read(scope: Scope) -> IdempotencyRecord | None:
             IdempotencyRecord.key == scope.key,
         )
         .execution_options(populate_existing=True)
-    ).scalar_one_or_none()
+    ).first()
+    return _view(record, utcnow()) if record is not None else None
 
 
-def stored_response(record: IdempotencyRecord) -> StoredResponse:
-    assert record.response_status is not None
-    return StoredResponse(
-        status=record.response_status,
-        headers=dict(record.response_headers or {}),
-        body=record.response_body or b"",
-    )
+def _retry_after(view: RecordView, now: datetime) -> int:
+    if view.locked_until is None:
+        return 1
+    return min(MAX_RETRY_AFTER, max(1, math.ceil((view.locked_until - now).total_seconds())))
 
 
-def claim(
-    scope: Scope, fingerprint: str, settings: Settings, *, note_conflict: bool = True
-) -> Operation | Done | InProgress | Mismatch:
-    """Claim the key atomically, or say what the existing record means for this request."""
-    for _attempt in range(5):
-        now = utcnow()
-        owner = secrets.token_hex(16)
-        lease_end = now + timedelta(seconds=settings.lease_seconds)
-        inserted = db.session.execute(
-            insert_ignoring_conflicts(IdempotencyRecord, db.session)
-            .values(
-                customer=scope.customer,
-                endpoint=scope.endpoint,
-                key=scope.key,
-                fingerprint=fingerprint,
-                state=IN_PROGRESS,
-                recovery_point=STARTED,
-                locked_by=owner,
-                locked_until=lease_end,
-                created_at=now,
-                updated_at=now,
-                expires_at=now + timedelta(seconds=settings.lifetime_seconds),
-            )
-            .returning(IdempotencyRecord.id)
-        ).scalar_one_or_none()
-        if inserted is not None:
-            note(scope, "claimed", owner=owner[:8])
-            db.session.commit()
-            return Operation(scope, inserted, owner, STARTED, resumed=False, settings=settings)
+def _same_fingerprint(stored: str, offered: str) -> bool:
+    return hmac.compare_digest(stored, offered)
 
-        record = _read(scope)
-        if record is None:  # purged between our insert and our read: try again
-            db.session.rollback()
-            continue
-        if not _same_fingerprint(record.fingerprint, fingerprint):
-            note(scope, "mismatch")
-            db.session.commit()
-            return Mismatch()
-        if record.state == COMPLETED:
-            note(scope, "replayed", status=record.response_status)
-            db.session.commit()
-            return Done(stored_response(record), replayed=True)
-        if record.locked_by is not None and record.locked_until is not None and record.locked_until > now:
-            retry_after = _retry_after(record.locked_until, now)
-            if note_conflict:
-                note(scope, "conflict", retry_after=retry_after)
-                db.session.commit()
-            else:
-                db.session.rollback()
-            return InProgress(retry_after)
-        # The lease expired (a crashed worker) or was released (an unknown outcome):
-        # take it over with a compare-and-set, so only one retry resumes.
-        operation = take_over(record, settings, now=now)
-        if operation is not None:
-            return operation
-        # somebody else took it over first: look again
-    return InProgress(retry_after=1)
+
+# --- one attempt: look, then claim, replay, refuse, conflict or take over ----------
+
+
+def _claim(scope: Scope, fingerprint: str, first: Phase, settings: Settings) -> Operation | Outcome | None:
+    """Insert the record and run the first phase in the same transaction; None if another request won."""
+    if first.call is not None:
+        raise TypeError("the first phase runs inside the claim's transaction: it cannot call outside")
+    now = utcnow()
+    owner = secrets.token_hex(16)
+    try:
+        with writing() as session:
+            record_id = session.execute(
+                insert_ignoring_conflicts(IdempotencyRecord, session)
+                .values(
+                    customer=scope.customer,
+                    endpoint=scope.endpoint,
+                    key=scope.key,
+                    fingerprint=fingerprint,
+                    state=IN_PROGRESS,
+                    recovery_point=STARTED,
+                    duplicates=0,
+                    created_at=now,
+                    updated_at=now,
+                    expires_at=now + timedelta(seconds=settings.lifetime_seconds),
+                    **lease_values(owner, settings),
+                )
+                .returning(IdempotencyRecord.id)
+            ).scalar_one_or_none()
+            if record_id is None:
+                return None  # the unique index chose another request; look at its record
+            operation = Operation(scope, record_id, owner, STARTED, resumed=False, settings=settings)
+            note(scope, Event.RECEIVED)
+            note(scope, Event.CLAIMED, owner=owner[:8])
+            operation.apply(first.commit(operation, None))
+    except Refuse as refused:
+        return Refused(refused.response)  # the whole claim was rolled back: nothing is stored
+    if operation.response is not None:  # the first phase completed it (an answer known at once)
+        return Done(operation.response, replayed=False)
+    return operation
+
+
+def _answer_existing(
+    view: RecordView, fingerprint: str, settings: Settings, *, first_look: bool
+) -> Operation | Outcome | None:
+    """What an existing record means for this request; None when a racing retry took the lease first."""
+    scope = view.scope
+    now = utcnow()
+    if not _same_fingerprint(view.fingerprint, fingerprint):
+        with writing(durable=False):
+            note(scope, Event.RECEIVED)
+            note(scope, Event.MISMATCH)
+        return Mismatch()
+    if view.completed and view.response is not None:
+        with writing(durable=False):
+            note(scope, Event.RECEIVED)
+            note(scope, Event.REPLAYED, status=view.response.status)
+        return Done(view.response, replayed=True, duplicates=view.duplicates)
+    if view.lease_live:
+        retry_after = _retry_after(view, now)
+        if first_look:
+            with writing(durable=False) as session:
+                session.execute(
+                    sa.update(IdempotencyRecord)
+                    .where(IdempotencyRecord.id == view.id)
+                    .values(duplicates=IdempotencyRecord.duplicates + 1)
+                    .execution_options(synchronize_session=False)
+                )
+                note(scope, Event.RECEIVED)
+                note(scope, Event.CONFLICT, retry_after=retry_after)
+        return InProgress(retry_after, view.reference)
+    # The lease expired (a crashed worker) or was released (an unknown outcome): take it over.
+    return take_over(view, settings, received=True)
 
 
 def take_over(
-    record: IdempotencyRecord, settings: Settings, *, now: datetime | None = None, by: str = "resumed"
+    view: RecordView, settings: Settings, *, by: Event = Event.RESUMED, received: bool = False
 ) -> Operation | None:
     """Take an expired or released lease with a compare-and-set UPDATE (None if someone else won).
 
     The UPDATE only matches while the lease is still free, so of two racing
-    retries exactly one gets a row count of 1. On PostgreSQL the loser waits
-    for the winner's row lock, re-reads the row and no longer matches.
+    retries exactly one changes the row. On PostgreSQL the loser waits for the
+    winner's row lock, re-reads the row and no longer matches.
     """
-    now = now or utcnow()
+    now = utcnow()
     owner = secrets.token_hex(16)
-    taken = db.session.execute(
-        sa.update(IdempotencyRecord)
-        .where(
-            IdempotencyRecord.id == record.id,
-            IdempotencyRecord.state == IN_PROGRESS,
-            sa.or_(IdempotencyRecord.locked_by.is_(None), IdempotencyRecord.locked_until < now),
+    with writing() as session:
+        taken = session.execute(
+            sa.update(IdempotencyRecord)
+            .where(
+                IdempotencyRecord.id == view.id,
+                IdempotencyRecord.state == IN_PROGRESS,
+                sa.or_(IdempotencyRecord.locked_by.is_(None), IdempotencyRecord.locked_until < now),
+            )
+            .values(updated_at=now, **lease_values(owner, settings))
+            .returning(IdempotencyRecord.recovery_point, IdempotencyRecord.reference)
+            .execution_options(synchronize_session=False)
+        ).first()
+        if taken is None:
+            return None
+        recovery_point, reference = taken
+        if received:
+            note(view.scope, Event.RECEIVED)
+        note(view.scope, by, recovery_point=recovery_point, owner=owner[:8])
+    operation = Operation(view.scope, view.id, owner, recovery_point, resumed=True, settings=settings)
+    operation.reference = reference
+    return operation
+
+
+def _attempt(
+    scope: Scope, fingerprint: str, phases: Mapping[str, Phase], settings: Settings, *, first_look: bool
+) -> Operation | Outcome:
+    for _ in range(ATTEMPTS):
+        view = peek(scope)
+        decided = (
+            _claim(scope, fingerprint, phases[STARTED], settings)
+            if view is None
+            else _answer_existing(view, fingerprint, settings, first_look=first_look)
         )
-        .values(locked_by=owner, locked_until=now + timedelta(seconds=settings.lease_seconds), updated_at=now)
-        .execution_options(synchronize_session=False)
-    )
-    scope = Scope(record.customer, record.endpoint, record.key)
-    if taken.rowcount != 1:
+        if decided is not None:
+            return decided
+        first_look = False  # we lost a race; the winner's record is there now
+    return InProgress(retry_after=1)
+
+
+# --- waiting, bounded: a few duplicates per key wait, the rest answer at once -------
+
+_waiting: Counter[Scope] = Counter()
+_waiting_lock = threading.Lock()
+
+
+@contextmanager
+def _waiting_slot(scope: Scope, limit: int) -> Iterator[bool]:
+    with _waiting_lock:
+        admitted = _waiting[scope] < limit
+        if admitted:
+            _waiting[scope] += 1
+    try:
+        yield admitted
+    finally:
+        if admitted:
+            with _waiting_lock:
+                _waiting[scope] -= 1
+                if not _waiting[scope]:
+                    del _waiting[scope]
+
+
+def _wait_for_change(scope: Scope, settings: Settings, deadline: float) -> bool:
+    """Poll with plain reads until the record is completed or its lease is free; False at the deadline."""
+    pause = threading.Event()
+    while time.monotonic() < deadline:
+        # Never sleep inside a transaction: end the last read (it pinned a snapshot on SQLite),
+        # so the next look sees what the owner has committed since.
         db.session.rollback()
-        return None
-    note(scope, by, recovery_point=record.recovery_point, owner=owner[:8])
-    db.session.commit()
-    return Operation(scope, record.id, owner, record.recovery_point, resumed=True, settings=settings)
+        pause.wait(min(settings.poll_seconds, max(0.0, deadline - time.monotonic())))
+        view = peek(scope)
+        if view is None or view.completed or not view.lease_live:
+            return True
+    return False
 
 
-def abandoned(settings: Settings, *, now: datetime | None = None) -> list[IdempotencyRecord]:
+# --- running the phases --------------------------------------------------------------
+
+
+def _advance(operation: Operation, phases: Mapping[str, Phase]) -> Outcome:
+    """Run the phases from the operation's recovery point until it completes or must stop."""
+    scope = operation.scope
+    try:
+        while True:
+            phase = phases.get(operation.recovery_point)
+            if phase is None:
+                raise RuntimeError(f"{scope.endpoint}: no phase resumes from {operation.recovery_point!r}")
+            value = None
+            if phase.call is not None:
+                assert_idle()
+                value = phase.call(operation)
+            with operation.owned():
+                operation.apply(phase.commit(operation, value))
+            if operation.response is not None:
+                return Done(operation.response, replayed=False, duplicates=operation.duplicates)
+    except RetryLater as later:
+        operation.release(later.reason, later.event, **later.detail)
+        return Unfinished(later.retry_after, later.reason, operation.reference)
+    except LeaseLost:
+        with writing(durable=False):
+            note(scope, Event.LEASE_LOST)
+        return InProgress(retry_after=1, reference=operation.reference)
+    except BaseException:
+        db.session.rollback()
+        operation.release("error")
+        raise
+
+
+def begin(
+    scope: Scope, fingerprint: str, phases: Mapping[str, Phase], *, settings: Settings, wait_seconds: float = 0.0
+) -> Operation | Outcome:
+    """Claim (or take over) the key and run the first phase; do not advance further.
+
+    ``run`` is this plus ``_advance``. Tests use it to play a worker that dies
+    right after its first phase.
+    """
+    outcome = _attempt(scope, fingerprint, phases, settings, first_look=True)
+    if isinstance(outcome, InProgress) and wait_seconds > 0:
+        with _waiting_slot(scope, settings.waiters_per_key) as admitted:
+            deadline = time.monotonic() + wait_seconds
+            while admitted and isinstance(outcome, InProgress) and _wait_for_change(scope, settings, deadline):
+                outcome = _attempt(scope, fingerprint, phases, settings, first_look=False)
+    return outcome
+
+
+def run(
+    scope: Scope, fingerprint: str, phases: Mapping[str, Phase], *, settings: Settings, wait_seconds: float = 0.0
+) -> Outcome:
+    """Run the operation at most once for this scope, whatever the retries and races.
+
+    ``phases`` maps each recovery point to its Phase; ``phases[STARTED]``
+    runs inside the claim's transaction. A request that finds the key in
+    progress waits up to ``wait_seconds`` (browsers, ``Prefer: wait``), or
+    returns ``InProgress`` at once.
+    """
+    claimed = begin(scope, fingerprint, phases, settings=settings, wait_seconds=wait_seconds)
+    if not isinstance(claimed, Operation):
+        return claimed
+    return _advance(claimed, phases)
+
+
+# --- housekeeping ------------------------------------------------------------------------
+
+
+def abandoned(settings: Settings, *, now: datetime | None = None) -> list[RecordView]:
     """In-progress records nobody is working on: the lease expired, or was released a lease ago."""
     now = now or utcnow()
     quiet_since = now - timedelta(seconds=settings.lease_seconds)
@@ -182,71 +363,39 @@ def abandoned(settings: Settings, *, now: datetime | None = None) -> list[Idempo
         )
         .order_by(IdempotencyRecord.id)
     ).all()
-    db.session.commit()
-    return list(records)
+    return [_view(record, now) for record in records]
 
 
-def _same_fingerprint(stored: str, offered: str) -> bool:
-    return hmac.compare_digest(stored, offered)
+def purge(settings: Settings, now: datetime | None = None) -> int:
+    """Delete completed records past their lifetime with their audit events, and events past it.
 
-
-def execute(
-    scope: Scope,
-    fingerprint: str,
-    action: Callable[[Operation], None],
-    *,
-    settings: Settings,
-    wait_seconds: float = 0.0,
-) -> Outcome:
-    """Run ``action`` at most once for this scope, whatever the retries and races.
-
-    ``action`` receives the ``Operation`` and must end with
-    ``operation.complete(response)`` inside its last phase. A request that
-    finds the key in progress waits up to ``wait_seconds`` for the owner to
-    finish (browsers), or returns ``InProgress`` at once (API clients).
+    Never an unfinished record: reconcile finishes those first.
     """
-    record_event(scope, "received")
-    deadline = time.monotonic() + wait_seconds
-    claimed = claim(scope, fingerprint, settings)
-    while isinstance(claimed, InProgress) and time.monotonic() < deadline:
-        time.sleep(min(POLL_SECONDS, max(0.0, deadline - time.monotonic())))
-        claimed = claim(scope, fingerprint, settings, note_conflict=False)
-    if not isinstance(claimed, Operation):
-        return claimed
-
-    operation = claimed
-    try:
-        action(operation)
-    except RetryLater as exc:
-        operation.release(exc.reason, exc.event, **exc.detail)
-        return Unfinished(retry_after=exc.retry_after, reason=exc.reason)
-    except LeaseLost:
-        db.session.rollback()
-        record_event(scope, "lease_lost")
-        return InProgress(retry_after=1)
-    except BaseException:
-        operation.release("error")
-        raise
-    if operation.response is None:
-        operation.release("no response")
-        raise RuntimeError("the operation ended without storing a response")
-    return Done(operation.response, replayed=False)
-
-
-def peek(scope: Scope) -> IdempotencyRecord | None:
-    """The record for a scope, read without claiming anything."""
-    record = _read(scope)
-    db.session.commit()  # ends the read; commit (unlike rollback) leaves the object loaded
-    return record
-
-
-def purge(now: datetime | None = None) -> int:
-    """Delete completed records past their lifetime; never an unfinished one."""
     now = now or utcnow()
-    result = db.session.execute(
-        sa.delete(IdempotencyRecord)
+    expired = (
+        sa.select(IdempotencyRecord.customer, IdempotencyRecord.endpoint, IdempotencyRecord.key)
         .where(IdempotencyRecord.state == COMPLETED, IdempotencyRecord.expires_at < now)
-        .execution_options(synchronize_session=False)
+        .subquery()
     )
-    db.session.commit()
-    return result.rowcount or 0
+    with writing() as session:
+        session.execute(
+            sa.delete(IdempotencyEvent)
+            .where(
+                sa.tuple_(IdempotencyEvent.customer, IdempotencyEvent.endpoint, IdempotencyEvent.key).in_(
+                    sa.select(expired.c.customer, expired.c.endpoint, expired.c.key)
+                )
+            )
+            .execution_options(synchronize_session=False)
+        )
+        session.execute(
+            sa.delete(IdempotencyEvent)
+            .where(IdempotencyEvent.created_at < now - timedelta(seconds=settings.lifetime_seconds))
+            .execution_options(synchronize_session=False)
+        )
+        removed = session.execute(
+            sa.delete(IdempotencyRecord)
+            .where(IdempotencyRecord.state == COMPLETED, IdempotencyRecord.expires_at < now)
+            .returning(IdempotencyRecord.id)
+            .execution_options(synchronize_session=False)
+        ).all()
+    return len(removed)

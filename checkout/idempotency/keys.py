@@ -3,6 +3,11 @@
 A key is 16 to 255 visible ASCII characters. Clients following the IETF
 draft send it as a structured-field string, in double quotes; we accept that
 form and unquote it.
+
+HTTP lets a server merge repeated header lines into one value joined by
+commas (gunicorn sends "a,b", Werkzeug "a, b"), so a comma outside quotes
+means the client sent more than one key. That is refused: taken as one new
+key, a retry carrying only one of them would pay again.
 """
 
 from __future__ import annotations
@@ -24,30 +29,43 @@ class MalformedKey(InvalidKey):
     pass
 
 
+class SeveralKeys(InvalidKey):
+    pass
+
+
 def parse_key(raw: str | None) -> str:
-    """Return the key a client sent, or raise MissingKey / MalformedKey."""
+    """Return the key a client sent, or raise MissingKey / MalformedKey / SeveralKeys."""
     if raw is None or not raw.strip():
         raise MissingKey("an Idempotency-Key is required")
     value = raw.strip()
-    if len(value) >= 2 and value[0] == '"' and value[-1] == '"':
-        value = _unquote(value[1:-1])
+    if value.startswith('"'):
+        value, rest = _quoted(value)
+        if rest.strip():
+            if rest.lstrip().startswith(","):
+                raise SeveralKeys("send exactly one Idempotency-Key header")
+            raise MalformedKey("unexpected text after a quoted Idempotency-Key")
+    elif "," in value:
+        raise SeveralKeys("send exactly one Idempotency-Key header")
     if not _KEY.fullmatch(value):
         raise MalformedKey("an Idempotency-Key is 16 to 255 visible ASCII characters")
     return value
 
 
-def _unquote(inner: str) -> str:
-    # sf-string escapes are \" and \\; anything else after a backslash is invalid.
+def _quoted(text: str) -> tuple[str, str]:
+    """Parse an sf-string at the start of ``text``; its value and what follows it."""
     out: list[str] = []
-    chars = iter(inner)
-    for char in chars:
+    index = 1
+    while index < len(text):
+        char = text[index]
         if char == "\\":
-            nxt = next(chars, "")
-            if nxt not in ('"', "\\"):
+            escaped = text[index + 1 : index + 2]
+            if escaped not in ('"', "\\"):
                 raise MalformedKey("invalid escape in a quoted Idempotency-Key")
-            out.append(nxt)
+            out.append(escaped)
+            index += 2
         elif char == '"':
-            raise MalformedKey("unescaped quote in a quoted Idempotency-Key")
+            return "".join(out), text[index + 1 :]
         else:
             out.append(char)
-    return "".join(out)
+            index += 1
+    raise MalformedKey("a quoted Idempotency-Key has no closing quote")

@@ -2,8 +2,8 @@
 
 A record is one operation: (customer, endpoint, key) is unique, so the
 database itself refuses a second claim. While in progress it carries a lease
-(owner token and expiry) and a recovery point; once completed it carries the
-response to replay.
+(owner token, the worker holding it, an expiry) and a recovery point; once
+completed it carries the response to replay.
 """
 
 from __future__ import annotations
@@ -14,18 +14,11 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column
 
-from checkout.database import UTCDateTime, utcnow
-from checkout.extensions import db
-
-IN_PROGRESS = "in_progress"
-COMPLETED = "completed"
-
-# The recovery points every operation shares; callers add their own between them.
-STARTED = "started"
-FINISHED = "finished"
+from checkout.database import Base, BigId, UTCDateTime, utcnow
+from checkout.idempotency.types import COMPLETED, IN_PROGRESS, STARTED
 
 
-class IdempotencyRecord(db.Model):
+class IdempotencyRecord(Base):
     __tablename__ = "idempotency_records"
     __table_args__ = (
         sa.UniqueConstraint("customer", "endpoint", "key"),
@@ -33,7 +26,7 @@ class IdempotencyRecord(db.Model):
         sa.Index("ix_idempotency_records_expires_at", "expires_at"),
     )
 
-    id: Mapped[int] = mapped_column(primary_key=True)
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
     customer: Mapped[str] = mapped_column(sa.String(64))
     endpoint: Mapped[str] = mapped_column(sa.String(100))
     key: Mapped[str] = mapped_column(sa.String(255))
@@ -41,7 +34,13 @@ class IdempotencyRecord(db.Model):
     state: Mapped[str] = mapped_column(sa.String(16), default=IN_PROGRESS)
     recovery_point: Mapped[str] = mapped_column(sa.String(32), default=STARTED)
     locked_by: Mapped[str | None] = mapped_column(sa.String(64))
+    # The worker (host:pid) holding the lease: for support, and for the lab's exercise 5.
+    worker: Mapped[str | None] = mapped_column(sa.String(64))
     locked_until: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    # What the operation created (an order id), once it has: for 409 and 503 answers.
+    reference: Mapped[str | None] = mapped_column(sa.String(64))
+    # How many other requests with this key arrived while it ran.
+    duplicates: Mapped[int] = mapped_column(default=0, server_default="0")
     response_status: Mapped[int | None]
     response_headers: Mapped[dict[str, str] | None] = mapped_column(sa.JSON)
     response_body: Mapped[bytes | None] = mapped_column(sa.LargeBinary)
@@ -51,13 +50,16 @@ class IdempotencyRecord(db.Model):
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime())
 
 
-class IdempotencyEvent(db.Model):
+class IdempotencyEvent(Base):
     """One step of one operation, for support and for the lab timeline."""
 
     __tablename__ = "idempotency_events"
-    __table_args__ = (sa.Index("ix_idempotency_events_scope", "customer", "endpoint", "key"),)
+    __table_args__ = (
+        sa.Index("ix_idempotency_events_scope", "customer", "endpoint", "key"),
+        sa.Index("ix_idempotency_events_created_at", "created_at"),
+    )
 
-    id: Mapped[int] = mapped_column(primary_key=True)
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     customer: Mapped[str] = mapped_column(sa.String(64))
     endpoint: Mapped[str] = mapped_column(sa.String(100))

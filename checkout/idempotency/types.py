@@ -1,11 +1,41 @@
-"""The engine's vocabulary: what a key belongs to, its settings, the stored
-answer, the outcomes a view turns into HTTP, and the two signals an operation
-can raise."""
+"""The engine's vocabulary: what a key belongs to, its settings, the stored answer, the steps a
+phase may end with, the outcomes a view turns into HTTP, and the read model of a record."""
 
 from __future__ import annotations
 
+import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from checkout.idempotency.operation import Operation
+
+IN_PROGRESS = "in_progress"
+COMPLETED = "completed"
+
+# The recovery point every operation starts from. Callers name the ones after it; a
+# record is never committed at STARTED (its claim and first phase are one transaction).
+STARTED = "started"
+FINISHED = "finished"
+
+
+class Event(enum.StrEnum):
+    """What the engine records in the audit trail. Callers add their own enums; the names never
+    collide with recovery points, which say where an operation is, not what happened."""
+
+    RECEIVED = "received"
+    CLAIMED = "claimed"
+    REPLAYED = "replayed"
+    CONFLICT = "conflict"
+    MISMATCH = "mismatch"
+    RESUMED = "resumed"
+    RECONCILE_STARTED = "reconcile_started"
+    RELEASED = "released"
+    LEASE_LOST = "lease_lost"
+    DISCARDED = "discarded"
+    COMPLETED = "completed"
 
 
 @dataclass(frozen=True)
@@ -21,6 +51,10 @@ class Scope:
 class Settings:
     lease_seconds: float = 30.0
     lifetime_seconds: float = 24 * 3600
+    # Per worker process: past this many duplicates waiting on one key, the next answers at once.
+    waiters_per_key: int = 2
+    # How often a waiting duplicate looks again (a read, never a write).
+    poll_seconds: float = 0.1
 
 
 @dataclass(frozen=True)
@@ -30,22 +64,62 @@ class StoredResponse:
     body: bytes = b""
 
 
-# --- outcomes a view turns into HTTP -------------------------------------
+# --- how a phase ends: exactly one of these ----------------------------------
+
+
+@dataclass(frozen=True)
+class MoveTo:
+    """The phase's work is committed; the operation continues from this recovery point."""
+
+    recovery_point: str
+
+
+@dataclass(frozen=True)
+class Complete:
+    """The operation has its final answer: stored with the record and replayed from now on."""
+
+    response: StoredResponse
+
+
+Step = MoveTo | Complete
+
+
+@dataclass(frozen=True)
+class Phase:
+    """What to do from one recovery point.
+
+    ``call`` (optional) talks to the outside world, with no transaction open:
+    a remote provider may be slow, and no lock may wait on it. ``commit`` then
+    runs in one owner-checked transaction with what ``call`` returned, and ends
+    by returning exactly one Step.
+    """
+
+    commit: Callable[[Operation, Any], Step]
+    call: Callable[[Operation], Any] | None = None
+
+
+# --- outcomes a view turns into HTTP -------------------------------------------
 
 
 @dataclass(frozen=True)
 class Done:
-    """The operation has its final answer; ``replayed`` if an earlier request produced it."""
+    """The operation has its final answer.
+
+    ``replayed``: an earlier request produced it. ``duplicates``: how many
+    other requests with the key arrived while it ran (a fact on the record).
+    """
 
     response: StoredResponse
     replayed: bool
+    duplicates: int = 0
 
 
 @dataclass(frozen=True)
 class InProgress:
-    """Another request owns the key right now."""
+    """Another request owns the key right now. ``reference``: what the operation created, if anything yet."""
 
     retry_after: int
+    reference: str | None = None
 
 
 @dataclass(frozen=True)
@@ -59,24 +133,66 @@ class Unfinished:
 
     retry_after: int
     reason: str
+    reference: str | None = None
 
 
-Outcome = Done | InProgress | Mismatch | Unfinished
+@dataclass(frozen=True)
+class Refused:
+    """The first phase refused the request; nothing at all was stored, so the key stays usable."""
+
+    response: StoredResponse
+
+
+Outcome = Done | InProgress | Mismatch | Unfinished | Refused
+
+
+@dataclass(frozen=True)
+class RecordView:
+    """What a view may know about a record: never the ORM row."""
+
+    id: int
+    scope: Scope
+    fingerprint: str
+    state: str
+    recovery_point: str
+    lease_live: bool
+    lease_holder: str | None  # the worker (host:pid) whose lease is live
+    locked_until: datetime | None
+    reference: str | None
+    response: StoredResponse | None
+    duplicates: int
+    created_at: datetime
+    updated_at: datetime
+
+    @property
+    def completed(self) -> bool:
+        return self.state == COMPLETED
+
+
+# --- signals a phase may raise -------------------------------------------------
 
 
 class RetryLater(Exception):
-    """Raised by an operation whose outcome is not known yet (nothing is stored).
+    """The outcome is not known yet (a provider is down, its answer was lost): nothing is stored.
 
     ``event`` and ``detail`` name what happened, for the audit trail; they are
     written in the same transaction that releases the lease.
     """
 
-    def __init__(self, reason: str, retry_after: int = 1, *, event: str | None = None, **detail: Any) -> None:
+    def __init__(self, reason: str, retry_after: int = 1, *, event: enum.StrEnum | None = None, **detail: Any) -> None:
         super().__init__(reason)
         self.reason = reason
         self.retry_after = retry_after
         self.event = event
         self.detail = detail
+
+
+class Refuse(Exception):
+    """Raised by the first phase: answer this, and store nothing (the claim is rolled back)."""
+
+    def __init__(self, response: StoredResponse) -> None:
+        super().__init__(response.status)
+        self.response = response
 
 
 class LeaseLost(Exception):

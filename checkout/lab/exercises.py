@@ -32,7 +32,7 @@ EXERCISES = (
         "2. The answer is lost",
         (
             "Pay with 4000 0000 0000 0259: the gateway charges, but its answer never reaches the shop.",
-            "Read the page: “we could not confirm your payment yet”. Press Pay again.",
+            "Read the page: “we could not confirm your payment yet”. Type the card again and press Pay.",
             "Open the lab and the timeline of the key.",
         ),
         "The second Pay shows the paid order. The lab shows one charge, made by the first attempt; the "
@@ -44,8 +44,8 @@ EXERCISES = (
         "3. The gateway is down",
         (
             "Pay with 4000 0000 0000 0119: the gateway is unavailable on the first call.",
-            "Check the lab: the record is in progress at charge_attempted, with no charge and no lease.",
-            "Press Pay again.",
+            "Check the lab: the record is in progress at order_created, with no charge and no lease.",
+            "Type the card again and press Pay.",
         ),
         "The first Pay charges nothing and asks you to try again; the second Pay shows the paid order, with one "
         "charge.",

@@ -39,7 +39,6 @@ def ledger(limit: int = LIMIT) -> dict[str, list[dict[str, Any]]]:
         .order_by(IdempotencyEvent.created_at.desc(), IdempotencyEvent.id.desc())
         .limit(limit * 5)
     ).all()
-    db.session.commit()
     return {
         "records": [
             {
@@ -98,7 +97,6 @@ def ledger(limit: int = LIMIT) -> dict[str, list[dict[str, Any]]]:
 def counters() -> dict[str, int]:
     """How often each layer of the defence worked: replays, conflicts, mismatches, resumptions."""
     rows = db.session.execute(sa.select(IdempotencyEvent.name, sa.func.count()).group_by(IdempotencyEvent.name)).all()
-    db.session.commit()
     counts = dict(rows)
     return {
         "replays": counts.get("replayed", 0),
@@ -113,7 +111,6 @@ def timeline(key: str) -> list[dict[str, Any]]:
     events = db.session.scalars(
         sa.select(IdempotencyEvent).where(IdempotencyEvent.key == key).order_by(IdempotencyEvent.id)
     ).all()
-    db.session.commit()
     return [
         {"at": e.created_at, "event": e.name, "worker": e.worker, "endpoint": e.endpoint, **e.detail} for e in events
     ]
@@ -142,7 +139,6 @@ def damage() -> list[dict[str, Any]]:
             .group_by(GatewayCharge.reference)
         )
     }
-    db.session.commit()
     rows: dict[str, dict[str, Any]] = {}  # by "customer:unsafe"
     last_unsafe: dict[tuple[str, str, int], Any] = {}
     for order, customer, name in orders:
@@ -183,5 +179,4 @@ def totals() -> dict[str, int]:
         )
     ).one()
     orders = db.session.scalar(sa.select(sa.func.count()).select_from(Order))
-    db.session.commit()
     return {"charged_cents": int(charged), "succeeded_charges": int(charges), "orders": int(orders or 0)}

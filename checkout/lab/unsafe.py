@@ -17,20 +17,22 @@ from __future__ import annotations
 import json
 import secrets
 
+import sqlalchemy as sa
 from flask import Blueprint, Response, redirect, render_template, request, url_for
+from flask.typing import ResponseReturnValue
 
-from checkout.extensions import csrf, db
+from checkout.extensions import csrf
 from checkout.gateway import CardDeclined, GatewayError
-from checkout.gateway.cards import digits_only
 from checkout.lab import lab_only
 from checkout.problems import json_bytes, problem
-from checkout.shop import cart
+from checkout.shop import carts
 from checkout.shop.forms import PaymentForm
-from checkout.shop.identity import api_customer, browser_customer
-from checkout.shop.models import DECLINED, PAID, Order, OrderItem, public_id
-from checkout.shop.placement import Line
+from checkout.shop.identity import api_customer, browser_customer_id
+from checkout.shop.lines import Line
+from checkout.shop.models import DECLINED, PAID, Cart, CartLine, Order, OrderItem, public_id
 from checkout.shop.runtime import gateway
 from checkout.shop.validation import validate_order
+from checkout.transactions import writing
 
 bp = lab_only(Blueprint("unsafe", __name__))
 
@@ -39,8 +41,10 @@ bp = lab_only(Blueprint("unsafe", __name__))
 UnsafeCheckoutForm = PaymentForm
 
 
-def _render(form: UnsafeCheckoutForm, status: int = 200, error: str | None = None) -> tuple[str, int]:
-    lines = cart.lines()
+def _render(form: UnsafeCheckoutForm, status: int = 200, error: str | None = None) -> ResponseReturnValue:
+    cart = carts.current()
+    lines = cart.lines() if cart else ()
+    form.card_number.data = ""  # even here, a card number is never echoed into a page
     return render_template(
         "lab/unsafe_checkout.html",
         form=form,
@@ -51,8 +55,9 @@ def _render(form: UnsafeCheckoutForm, status: int = 200, error: str | None = Non
 
 
 @bp.get("/lab/unsafe-checkout")
-def show() -> tuple[str, int] | Response:
-    if not cart.items():
+def show() -> ResponseReturnValue:
+    cart = carts.current()
+    if cart is None or cart.empty:
         return redirect(url_for("shop.cart"))
     return _render(UnsafeCheckoutForm(formdata=None))
 
@@ -64,23 +69,24 @@ def place_unsafely(customer_id: int, lines: tuple[Line, ...], email: str, card_n
     is nothing to resume, so pressing Pay again starts a brand-new payment.
     """
     order_id = public_id("ord")
-    order = Order(
-        public_id=order_id,
-        customer_id=customer_id,
-        idempotency_key=None,
-        unsafe=True,
-        gateway_key=f"unsafe-{secrets.token_hex(8)}",
-        email=email,
-        card_last4=card_number[-4:],
-        total_cents=sum(line.quantity * line.unit_price_cents for line in lines),
-        currency="USD",
-        items=[
-            OrderItem(sku=line.sku, name=line.name, quantity=line.quantity, unit_price_cents=line.unit_price_cents)
-            for line in lines
-        ],
-    )
-    db.session.add(order)
-    db.session.commit()
+    with writing() as tx:
+        order = Order(
+            public_id=order_id,
+            customer_id=customer_id,
+            idempotency_key=None,
+            unsafe=True,
+            gateway_key=f"unsafe-{secrets.token_hex(8)}",  # THE BUG, downstream: a new key on every attempt
+            email=email,
+            card_last4=card_number[-4:],
+            total_cents=sum(line.total_cents for line in lines),
+            currency="USD",
+            items=[
+                OrderItem(sku=line.sku, name=line.name, quantity=line.quantity, unit_price_cents=line.unit_price_cents)
+                for line in lines
+            ],
+        )
+        tx.add(order)
+    status, charge_id = PAID, None
     try:
         charge = gateway().charge(
             gateway_key=order.gateway_key,
@@ -89,26 +95,33 @@ def place_unsafely(customer_id: int, lines: tuple[Line, ...], email: str, card_n
             card_number=card_number,
             reference=order.public_id,
         )
-        order.status, order.charge_id = PAID, charge.id
+        charge_id = charge.id
     except CardDeclined as declined:
-        order.status, order.charge_id = DECLINED, declined.charge.id
-    finally:
-        db.session.commit()
+        status, charge_id = DECLINED, declined.charge.id
+    with writing() as tx:
+        tx.execute(sa.update(Order).where(Order.id == order.id).values(status=status, charge_id=charge_id))
+        tx.refresh(order)
     return order
 
 
+def _empty_cart(cart_id: int) -> None:
+    with writing() as tx:
+        tx.execute(sa.delete(CartLine).where(CartLine.cart_id == cart_id))
+        tx.execute(sa.update(Cart).where(Cart.id == cart_id).values(version=Cart.version + 1))
+
+
 @bp.post("/lab/unsafe-checkout")
-def pay() -> tuple[str, int] | Response:
+def pay() -> ResponseReturnValue:
     form = UnsafeCheckoutForm()
     if not form.validate():
         return _render(form, 422)
-    lines = cart.order_lines(cart.lines())
-    if not lines:
-        return redirect(url_for("shop.cart"))
+    cart = carts.current()
+    if cart is None or cart.empty:
+        return redirect(url_for("shop.cart"), 303)
+    with writing():
+        customer_id = browser_customer_id()
     try:
-        order = place_unsafely(
-            browser_customer().id, lines, (form.email.data or "").strip(), digits_only(form.card_number.data or "")
-        )
+        order = place_unsafely(customer_id, cart.lines(), form.normalized_email(), form.card_digits())
     except GatewayError:
         return _render(
             form,
@@ -116,7 +129,7 @@ def pay() -> tuple[str, int] | Response:
             error="The gateway failed. (The unsafe checkout has no way to resume: "
             "pressing Pay again starts a brand-new payment.)",
         )
-    cart.clear()
+    _empty_cart(cart.id)
     return redirect(url_for("orders.show", order_id=order.public_id), 303)
 
 
@@ -129,7 +142,7 @@ def api_pay() -> Response:
         return problem(401, "Unauthorized", "Send Authorization: Bearer <token>.")
     try:
         body = json.loads(request.get_data(cache=False))
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return problem(400, "Malformed JSON", "The body is not valid JSON.")
     valid, errors = validate_order(body)
     if valid is None:

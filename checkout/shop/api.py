@@ -1,9 +1,11 @@
-"""The JSON API. Bearer tokens, problem+json errors, and POST /api/orders
-made idempotent by the ``Idempotency-Key`` header."""
+"""The JSON API. Bearer tokens, problem+json errors, and POST /api/orders made idempotent by
+the ``Idempotency-Key`` header."""
 
 from __future__ import annotations
 
 import json
+import re
+from typing import Any
 
 import sqlalchemy as sa
 from flask import Blueprint, Response, request
@@ -12,26 +14,30 @@ from checkout.extensions import csrf, db
 from checkout.idempotency import (
     Done,
     InProgress,
-    MalformedKey,
+    InvalidKey,
     Mismatch,
-    MissingKey,
+    Outcome,
+    Refused,
     Scope,
     Unfinished,
-    execute,
     fingerprint,
     parse_key,
+    run,
 )
 from checkout.problems import json_bytes, problem
 from checkout.shop.identity import api_customer
 from checkout.shop.models import Customer, Product
 from checkout.shop.orders_page import order_of, orders_of
-from checkout.shop.placement import OrderRequest, place_order
+from checkout.shop.placement import OrderRequest, PlaceOrder
 from checkout.shop.responders import API_ENDPOINT, ApiResponder
 from checkout.shop.runtime import fingerprint_secret, gateway, idempotency_settings
-from checkout.shop.validation import validate_order
+from checkout.shop.validation import ValidOrder, validate_order
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 csrf.exempt(bp)  # bearer tokens are not cookies: no CSRF to forge
+
+MAX_PREFER_WAIT_SECONDS = 10
+_PREFER_WAIT = re.compile(r"(?:^|[,;\s])wait\s*=\s*(\d{1,6})(?:$|[,;\s])", re.IGNORECASE)
 
 
 class Unauthorized(Exception):
@@ -62,14 +68,15 @@ def _json(payload: object, status: int = 200) -> Response:
 @bp.get("/products")
 def products() -> Response:
     rows = db.session.scalars(sa.select(Product).order_by(Product.id)).all()
-    db.session.commit()
     return _json([{"sku": p.sku, "name": p.name, "price_cents": p.price_cents, "currency": p.currency} for p in rows])
 
 
 @bp.get("/orders")
 def list_orders() -> Response:
+    """The customer's orders, newest first; ``?idempotency_key=K`` finds the one a key placed (zero or one)."""
     customer = _customer()
-    return _json([order.to_json() for order in orders_of(customer.id)])
+    key = request.args.get("idempotency_key")
+    return _json([order.to_json() for order in orders_of(customer.id, key)])
 
 
 @bp.get("/orders/<order_id>")
@@ -81,45 +88,70 @@ def get_order(order_id: str) -> Response:
     return _json(order.to_json())
 
 
+def api_fingerprint(order: ValidOrder) -> str:
+    """The fingerprint of an order request: also what tests use to play a worker that claimed a key."""
+    return fingerprint(fingerprint_secret(), "POST", API_ENDPOINT, order.normalized())
+
+
+def preferred_wait() -> int:
+    """``Prefer: wait=N`` (RFC 7240): how long the client will wait for an operation in progress, capped."""
+    found = _PREFER_WAIT.search(request.headers.get("Prefer", ""))
+    return min(int(found.group(1)), MAX_PREFER_WAIT_SECONDS) if found else 0
+
+
+def _read_json() -> tuple[Any, Response | None]:
+    if not request.is_json:
+        return None, problem(415, "Unsupported media type", "Send the order as application/json.")
+    try:
+        return json.loads(request.get_data(cache=False)), None
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None, problem(400, "Malformed JSON", "The body is not valid JSON.", type_="malformed-json")
+
+
 @bp.post("/orders")
 def create_order() -> Response:
     customer = _customer()
     try:
         key = parse_key(request.headers.get("Idempotency-Key"))
-    except (MissingKey, MalformedKey) as exc:
-        return problem(400, "Invalid Idempotency-Key", str(exc), type_="invalid-idempotency-key")
-    if not request.is_json:
-        return problem(415, "Unsupported media type", "Send the order as application/json.")
-    try:
-        body = json.loads(request.get_data(cache=False))  # 413 past MAX_CONTENT_LENGTH
-    except (ValueError, UnicodeDecodeError):
-        return problem(400, "Malformed JSON", "The body is not valid JSON.", type_="malformed-json")
+    except InvalidKey as error:
+        return problem(400, "Invalid Idempotency-Key", str(error), type_="invalid-idempotency-key")
+    body, refused = _read_json()
+    if refused is not None:
+        return refused
     valid, errors = validate_order(body)
     if valid is None:
         # Nothing is stored: the client may fix the body and reuse the key.
         return problem(422, "Invalid order", "Some fields are invalid.", errors=errors)
 
-    scope = Scope(customer.public_id, API_ENDPOINT, key)
-    request_fingerprint = fingerprint(fingerprint_secret(), "POST", API_ENDPOINT, valid.normalized())
     order_request = OrderRequest(
         customer_id=customer.id,
         idempotency_key=key,
-        lines=valid.lines,
         email=valid.email,
         card_number=valid.card_number,
         currency=valid.currency,
+        lines=valid.lines,
     )
-    outcome = execute(
-        scope,
-        request_fingerprint,
-        lambda operation: place_order(operation, order_request, ApiResponder(), gateway()),
+    wait = preferred_wait()
+    outcome = run(
+        Scope(customer.public_id, API_ENDPOINT, key),
+        api_fingerprint(valid),
+        PlaceOrder(order_request, ApiResponder(), gateway()).phases(),
         settings=idempotency_settings(),
+        wait_seconds=wait,
     )
-    if isinstance(outcome, Done):
+    response = answer(outcome, key)
+    if wait:
+        response.headers["Preference-Applied"] = f"wait={wait}"
+    return response
+
+
+def answer(outcome: Outcome, key: str) -> Response:
+    """The HTTP answer for the engine's outcome (shared by every idempotent endpoint)."""
+    if isinstance(outcome, Done | Refused):
         response = Response(outcome.response.body, status=outcome.response.status)
         for name, value in outcome.response.headers.items():
             response.headers[name] = value
-        if outcome.replayed:
+        if isinstance(outcome, Done) and outcome.replayed:
             response.headers["Idempotent-Replayed"] = "true"
         return response
     if isinstance(outcome, InProgress):
@@ -129,6 +161,8 @@ def create_order() -> Response:
             "A request with this Idempotency-Key is still being processed; retry later.",
             type_="idempotency-request-in-progress",
             headers={"Retry-After": str(outcome.retry_after)},
+            idempotency_key=key,
+            order_id=outcome.reference,
         )
     if isinstance(outcome, Mismatch):
         return problem(
@@ -144,4 +178,6 @@ def create_order() -> Response:
         f"{outcome.reason}. Retry with the same Idempotency-Key: it resumes, never charges twice.",
         type_="payment-unconfirmed",
         headers={"Retry-After": str(outcome.retry_after)},
+        idempotency_key=key,
+        order_id=outcome.reference,
     )

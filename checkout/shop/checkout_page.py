@@ -6,34 +6,40 @@ button only make it rarer and the experience kinder.
 
 from __future__ import annotations
 
-from flask import Blueprint, Response, abort, current_app, redirect, render_template, url_for
+from dataclasses import dataclass
 
-from checkout.database import utcnow
-from checkout.gateway.cards import TEST_CARDS, digits_only, pretty
+import sqlalchemy as sa
+from flask import Blueprint, abort, current_app, redirect, render_template, url_for
+from flask.typing import ResponseReturnValue
+
+from checkout.extensions import db
+from checkout.gateway.cards import TEST_CARDS, pretty
 from checkout.idempotency import (
-    COMPLETED,
     Done,
-    IdempotencyRecord,
     InProgress,
-    MalformedKey,
+    InvalidKey,
     Mismatch,
-    MissingKey,
     Outcome,
+    RecordView,
+    Refused,
     Scope,
     Unfinished,
-    execute,
     fingerprint,
-    had_duplicates,
     parse_key,
     peek,
+    run,
 )
-from checkout.shop import cart
+from checkout.shop import carts
+from checkout.shop.carts import CartView
 from checkout.shop.forms import CheckoutForm
-from checkout.shop.identity import browser_customer, ensure_browser_identity
+from checkout.shop.identity import browser_customer_id, browser_identity, known_browser_customer_id
+from checkout.shop.lines import Line
+from checkout.shop.models import PAID, PENDING, Order
 from checkout.shop.orders_page import remember_replay
-from checkout.shop.placement import OrderRequest, place_order
-from checkout.shop.responders import BROWSER_ENDPOINT, OUTCOME_HEADER, BrowserResponder
+from checkout.shop.placement import CartVersion, OrderRequest, PlaceOrder
+from checkout.shop.responders import BROWSER_ENDPOINT, BrowserOutcome, BrowserResponder
 from checkout.shop.runtime import fingerprint_secret, gateway, idempotency_settings
+from checkout.transactions import writing
 
 bp = Blueprint("checkout", __name__)
 
@@ -41,136 +47,198 @@ CURRENCY = "USD"
 
 
 def _scope(key: str) -> Scope:
-    return Scope(ensure_browser_identity(), BROWSER_ENDPOINT, key)
+    return Scope(browser_identity(), BROWSER_ENDPOINT, key)
 
 
-def _paid_order_url(record: IdempotencyRecord) -> str | None:
-    """Where the order lives, if this record is a completed, paid operation."""
-    if record.state == COMPLETED and record.response_status == 303:
-        return (record.response_headers or {}).get("Location")
-    return None
+def _outcome(view: RecordView | None) -> BrowserOutcome | None:
+    """What a completed record of this endpoint says happened (None while in progress)."""
+    if view is None or not view.completed or view.response is None:
+        return None
+    return BrowserOutcome.from_stored(view.response)
 
 
-def _key_for_this_cart() -> tuple[str, str | None]:
-    """The key to render, and the paid order's URL if that key's payment already went through.
+@dataclass(frozen=True)
+class Page:
+    """What the checkout page shows: the lines being paid, the form's hidden values, and notices."""
 
-    A reload or a return after an error renders the same key; a changed cart
-    gets a new one; a declined key is final, so the next try gets a new one;
-    and a cart that was paid (its answer was lost) never gets a fresh key.
-    """
-    remembered = cart.remembered_key()
-    if remembered is None:
-        return cart.remember_new_key(), None
-    key, version = remembered
-    record = peek(_scope(key))
-    if record is None:
-        return (key, None) if version == cart.version() else (cart.remember_new_key(), None)
-    if record.state == COMPLETED:
-        paid_url = _paid_order_url(record)
-        return (key, paid_url) if paid_url else (cart.remember_new_key(), None)
-    return key, None  # in progress or waiting for a retry: keep it, a retry must resume
+    lines: tuple[Line, ...]
+    key: str
+    version: int
+    paid_url: str | None = None
 
 
-def _render_form(
-    form: CheckoutForm, status: int = 200, *, error: str | None = None, paid_url: str | None = None
-) -> tuple[str, int]:
-    lines = cart.lines()
-    total = sum(line.total_cents for line in lines)
+def _earlier_payments(cart: CartView) -> list[Order]:
+    """Earlier versions of this cart whose payment is unconfirmed, or went through after the cart had
+    changed (until the cart is paid again): the shopper may not know, and must never pay twice unaware."""
+    orders = db.session.scalars(
+        sa.select(Order)
+        .where(Order.cart_id == cart.id, Order.cart_version < cart.version, Order.status.in_((PENDING, PAID)))
+        .order_by(Order.cart_version.desc())
+    ).all()
+    last_settled = max((o.cart_version or 0 for o in orders if o.status == PAID and not o.cart_moved_on), default=-1)
+    return [
+        o
+        for o in orders
+        if o.status == PENDING or (o.cart_moved_on and (o.cart_version or 0) > last_settled)
+    ][:3]
+
+
+def _last_paid_page(cart: CartView | None) -> Page | None:
+    """The cart is empty because its last version was paid: show that payment (its answer may have been lost)."""
+    if cart is None or not cart.empty or cart.version == 0:
+        return None
+    order = db.session.scalars(
+        sa.select(Order).where(Order.cart_id == cart.id, Order.cart_version == cart.version - 1)
+    ).first()
+    key = carts.version_key(cart.id, cart.version - 1)
+    if order is None or order.status != PAID or key is None or order.idempotency_key != key:
+        return None
+    lines = tuple(Line(i.sku, i.name, i.quantity, i.unit_price_cents) for i in order.items)
+    return Page(lines, key, cart.version - 1, paid_url=url_for("orders.show", order_id=order.public_id))
+
+
+def _render(
+    form: CheckoutForm,
+    page: Page,
+    status: int = 200,
+    *,
+    error: str | None = None,
+    earlier: list[Order] | None = None,
+) -> ResponseReturnValue:
+    form.idempotency_key.data = page.key
+    form.cart_version.data = str(page.version)
+    form.expected_total.data = str(sum(line.total_cents for line in page.lines))
+    form.card_number.data = ""  # a card number is never echoed into a page
     return render_template(
         "shop/checkout.html",
         form=form,
-        lines=lines,
-        total_cents=total,
+        lines=page.lines,
+        total_cents=sum(line.total_cents for line in page.lines),
         currency=CURRENCY,
         error=error,
-        paid_url=paid_url,
+        paid_url=page.paid_url,
+        earlier=earlier or [],
         test_cards=[(pretty(number), text) for number, (_b, text) in TEST_CARDS.items()],
     ), status
 
 
+def _current_page(cart: CartView) -> Page:
+    return Page(cart.lines(), carts.key_for(cart), cart.version)
+
+
 @bp.get("/checkout")
-def show() -> tuple[str, int] | Response:
-    if not cart.items():
-        return redirect(url_for("shop.cart"))
-    key, paid_url = _key_for_this_cart()
-    form = CheckoutForm(formdata=None, idempotency_key=key, cart_version=str(cart.version()))
-    return _render_form(form, paid_url=paid_url)
+def show() -> ResponseReturnValue:
+    cart = carts.current()
+    if cart is None or cart.empty:
+        paid = _last_paid_page(cart)
+        if paid is None:
+            return redirect(url_for("shop.cart"))
+        return _render(CheckoutForm(formdata=None), paid)
+    return _render(CheckoutForm(formdata=None), _current_page(cart), earlier=_earlier_payments(cart))
+
+
+def _rerender(form: CheckoutForm, status: int, error: str | None = None) -> ResponseReturnValue:
+    """The checkout again, for the cart as it is now (a new key if its version moved on)."""
+    cart = carts.current()
+    if cart is None or cart.empty:
+        paid = _last_paid_page(cart)
+        if paid is None:
+            return redirect(url_for("shop.cart"), 303)
+        return _render(form, paid, status, error=error)
+    return _render(form, _current_page(cart), status, error=error, earlier=_earlier_payments(cart))
+
+
+def _out_of_date(reason: str | None = None) -> ResponseReturnValue:
+    return render_template("shop/out_of_date.html", reason=reason), 422
+
+
+def _int(raw: str | None) -> int | None:
+    text = (raw or "").strip()
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 18 else None
 
 
 @bp.post("/checkout")
-def pay() -> tuple[str, int] | Response:
+def pay() -> ResponseReturnValue:
     form = CheckoutForm()
     try:
         key = parse_key(form.idempotency_key.data)
-    except (MissingKey, MalformedKey):
+    except InvalidKey:
         return render_template(
             "errors/error.html",
             title="This form is missing its payment key",
             message="Reload the checkout page and try again; nothing was charged.",
         ), 400
     if not form.validate():
-        return _render_form(form, 422)
+        # The errors are shown beside the fields; the key stays, so fixing them is still the same payment.
+        cart = carts.current()
+        page = _current_page(cart) if cart and not cart.empty else Page((), key, 0)
+        return _render(form, Page(page.lines, key, _int(form.cart_version.data) or page.version), 422)
 
     scope = _scope(key)
-    card_number = digits_only(form.card_number.data or "")
-    email = (form.email.data or "").strip()
+    version, expected_total = _int(form.cart_version.data), _int(form.expected_total.data)
+    if version is None or expected_total is None:
+        return _out_of_date()
+    cart = carts.current()
+    if peek(scope) is None:
+        # A first attempt must be for the cart as it is now. (A known key is answered from its
+        # record, whatever the cart holds now: the back button, or finishing an earlier payment.)
+        if cart is None or cart.empty:
+            return redirect(url_for("shop.cart"), 303)
+        if cart.version != version:
+            return _out_of_date()
+    card_number, email = form.card_digits(), form.normalized_email()
     # The fingerprint covers the form: a resubmitted form matches, an edited one does not.
-    form_data = {"email": email, "card_number": card_number, "cart_version": form.cart_version.data}
-    request_fingerprint = fingerprint(fingerprint_secret(), "POST", BROWSER_ENDPOINT, form_data)
-
-    record = peek(scope)
-    # A first attempt must be for the cart as it is now. (A known key is
-    # answered from its record, whatever the cart holds now: the back button.)
-    if record is None and form.cart_version.data != str(cart.version()):
-        return render_template("shop/out_of_date.html"), 422
-    lines = cart.order_lines(cart.lines())
-    if not lines and (record is None or record.state != COMPLETED):
-        return redirect(url_for("shop.cart"), 303)  # nothing to pay for, and nothing to replay
-    customer = browser_customer()
+    request_fingerprint = fingerprint(
+        fingerprint_secret(),
+        "POST",
+        BROWSER_ENDPOINT,
+        {"email": email, "card_number": card_number, "cart_version": version},
+    )
+    customer_id = known_browser_customer_id()
+    if customer_id is None:
+        with writing():
+            customer_id = browser_customer_id()
     order_request = OrderRequest(
-        customer_id=customer.id,
+        customer_id=customer_id,
         idempotency_key=key,
-        lines=lines,
         email=email,
         card_number=card_number,
         currency=CURRENCY,
+        cart=CartVersion(cart.id, version, expected_total) if cart is not None else None,
     )
-    outcome = execute(
+    outcome = run(
         scope,
         request_fingerprint,
-        lambda operation: place_order(operation, order_request, BrowserResponder(), gateway()),
+        PlaceOrder(order_request, BrowserResponder(), gateway()).phases(),
         settings=idempotency_settings(),
         wait_seconds=float(current_app.config["CHECKOUT_BROWSER_WAIT_SECONDS"]),
     )
     return _answer(outcome, form, scope)
 
 
-def _answer(outcome: Outcome, form: CheckoutForm, scope: Scope) -> tuple[str, int] | Response:
+def _answer(outcome: Outcome, form: CheckoutForm, scope: Scope) -> ResponseReturnValue:
     """Turn the engine's outcome into the page the shopper sees."""
-    key = scope.key
-    if isinstance(outcome, Done):
-        location = outcome.response.headers.get("Location", url_for("orders.index"))
-        if outcome.response.status == 303:
-            # Paid. Clear the cart on the replay too: the last cookie the browser keeps may be this one's.
-            cart.clear()
-            # A replay, or the original of a double submit (a duplicate waited on it): either way the
-            # shopper pressed Pay more than once, and whichever answer the browser shows says so.
-            if outcome.replayed or had_duplicates(scope):
-                remember_replay(location)
-            return redirect(location, 303)
-        # Declined (or abandoned and ended by reconcile): final under this key. Offer another try with a new key.
-        remembered = cart.remembered_key()
-        next_key = remembered[0] if remembered and remembered[0] != key else cart.remember_new_key()
-        retry = CheckoutForm(
-            formdata=None, email=form.email.data, idempotency_key=next_key, cart_version=str(cart.version())
-        )
-        if outcome.response.headers.get(OUTCOME_HEADER) == "abandoned":
+    if isinstance(outcome, Done | Refused):
+        told = BrowserOutcome.from_stored(outcome.response)
+        if told.outcome == "paid" and told.order_url:
+            # A replay, or the original of a double submit (a duplicate arrived while it ran): either
+            # way Pay was pressed more than once, and whichever answer the browser shows says so.
+            if isinstance(outcome, Done) and (outcome.replayed or outcome.duplicates):
+                remember_replay(told.order_url)
+            return redirect(told.order_url, 303)
+        if told.outcome == "in_progress" and told.key:
+            return render_template("shop/processing.html", key=told.key), 202
+        if told.outcome == "out_of_date":
+            return _out_of_date(told.reason)
+        # Declined, or abandoned and ended by reconcile: final under this key. The cart moved to a
+        # new version in the same transaction, so the page offers another try with a new key.
+        if told.outcome == "abandoned":
             message = "That payment was never completed, and nothing was charged. Please pay again."
         else:
             message = "Your card was declined. Nothing was charged; try another card."
-        return _render_form(retry, 402, error=message)
+        return _rerender(form, 402, message)
     if isinstance(outcome, InProgress):
-        return render_template("shop/processing.html", key=key), 202
+        return render_template("shop/processing.html", key=scope.key), 202
     if isinstance(outcome, Mismatch):
         return render_template(
             "errors/error.html",
@@ -179,35 +247,38 @@ def _answer(outcome: Outcome, form: CheckoutForm, scope: Scope) -> tuple[str, in
             "Nothing new was charged. Reload the checkout page to pay for your cart.",
         ), 422
     if isinstance(outcome, Unfinished):
-        form.idempotency_key.data = key
-        return _render_form(
-            form,
-            503,
-            error=f"We could not confirm your payment yet: {outcome.reason}. "
-            "Press Pay to try again; it finishes this same payment and never "
-            "charges twice.",
+        lines = _lines_of_order(outcome.reference)
+        page = Page(lines, scope.key, _int(form.cart_version.data) or 0)
+        message = (
+            f"We could not confirm your payment yet: {outcome.reason}. Press Pay to try again; "
+            "it finishes this same payment and never charges twice."
         )
+        return _render(form, page, 503, error=message)
     raise AssertionError(f"unknown outcome {outcome!r}")
 
 
+def _lines_of_order(order_id: str | None) -> tuple[Line, ...]:
+    order = db.session.scalars(sa.select(Order).where(Order.public_id == order_id)).first() if order_id else None
+    return tuple(Line(i.sku, i.name, i.quantity, i.unit_price_cents) for i in order.items) if order else ()
+
+
 @bp.get("/checkout/pending/<key>")
-def pending(key: str) -> tuple[str, int] | Response:
-    """Where the "still processing" page refreshes to, until the first submit has an answer."""
+def pending(key: str) -> ResponseReturnValue:
+    """Where the "still processing" page looks, until the first submit has an answer."""
     try:
         key = parse_key(key)
-    except (MissingKey, MalformedKey):
+    except InvalidKey:
         abort(404)
-    record = peek(_scope(key))
-    if record is None:
+    view = peek(_scope(key))
+    if view is None:
         abort(404)
-    if record.state == COMPLETED:
-        paid_url = _paid_order_url(record)
-        if paid_url:
-            cart.clear()
-            remember_replay(paid_url)
-            return redirect(paid_url, 303)
+    told = _outcome(view)
+    if told is not None:
+        if told.outcome == "paid" and told.order_url:
+            remember_replay(told.order_url)
+            return redirect(told.order_url, 303)
         return redirect(url_for("checkout.show"), 303)  # declined: the checkout offers a new try
-    if record.locked_by is None or (record.locked_until and record.locked_until < utcnow()):
+    if not view.lease_live:
         # Released without an outcome, or its worker died: the shopper's next Pay resumes it.
         return redirect(url_for("checkout.show"), 303)
     return render_template("shop/processing.html", key=key), 202

@@ -1,46 +1,68 @@
-"""The shop's forms. All carry a CSRF token (Flask-WTF)."""
+"""The shop's forms. All carry a CSRF token (Flask-WTF); their fields are checked by the same
+parsers as the JSON API (checkout.shop.parsing)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from flask_wtf import FlaskForm
-from wtforms import EmailField, HiddenField, IntegerField, StringField, SubmitField
-from wtforms.validators import DataRequired, Email, Length, NumberRange, ValidationError
+from wtforms import EmailField, Field, HiddenField, StringField, SubmitField
+from wtforms.validators import DataRequired, ValidationError
 
-from checkout.gateway.cards import digits_only, luhn_valid
-from checkout.shop.cart import MAX_QUANTITY
-
-
-def card_number_check(_form: FlaskForm, field: StringField) -> None:
-    raw = field.data or ""
-    if any(not (ch.isdigit() or ch in " -") for ch in raw) or not luhn_valid(digits_only(raw)):
-        raise ValidationError("Enter a valid card number (try 4242 4242 4242 4242).")
+from checkout.shop import parsing
 
 
-class AddToCartForm(FlaskForm):
-    sku = HiddenField(validators=[DataRequired()])
-    quantity = IntegerField("Quantity", default=1, validators=[NumberRange(1, MAX_QUANTITY)])
+def parsed_by(parse: Callable[[object], Any], message: str) -> Callable[[Any, Field], None]:
+    """A WTForms validator that runs one of the API's parsers, so a form accepts exactly what the API does."""
+
+    def check(_form: Any, field: Field) -> None:
+        try:
+            parse(field.data)
+        except parsing.Invalid:
+            raise ValidationError(message) from None
+
+    return check
+
+
+class AddToCartForm(FlaskForm):  # type: ignore[misc]  # Flask-WTF ships no type information
+    sku = HiddenField(validators=[DataRequired(), parsed_by(parsing.sku, "That is not a product.")])
+    quantity = StringField(
+        "Quantity", default="1", validators=[parsed_by(parsing.quantity, "Choose a quantity from 1 to 99.")]
+    )
     submit = SubmitField("Add to cart")
 
 
-class EmptyForm(FlaskForm):
+class EmptyForm(FlaskForm):  # type: ignore[misc]
     """Just the CSRF token, for buttons that change state."""
 
 
-class PaymentForm(FlaskForm):
+class PaymentForm(FlaskForm):  # type: ignore[misc]
     """What a shopper types to pay. The lab's unsafe checkout uses just this."""
 
     email = EmailField(
-        "Email", validators=[DataRequired("Enter your email."), Email("Enter a valid email."), Length(max=254)]
+        "Email", validators=[DataRequired("Enter your email."), parsed_by(parsing.email, "Enter a valid email.")]
     )
     card_number = StringField(
-        "Card number", validators=[DataRequired("Enter a card number."), Length(max=40), card_number_check]
+        "Card number",
+        validators=[
+            DataRequired("Enter a card number."),
+            parsed_by(parsing.card_number, "Enter a valid card number (try 4242 4242 4242 4242)."),
+        ],
     )
+
+    def normalized_email(self) -> str:
+        return parsing.email(self.email.data)
+
+    def card_digits(self) -> str:
+        return parsing.card_number(self.card_number.data)
 
 
 class CheckoutForm(PaymentForm):
-    """The safe checkout: the payment fields plus the two hidden fields that make a retry a retry."""
+    """The safe checkout: the payment fields plus the hidden fields that make a retry a retry."""
 
-    # The client half of the pattern: one key per payment attempt, sent with every retry of it.
+    # The client half of the pattern: one key per payment, sent with every retry of it.
     idempotency_key = HiddenField()
-    # Which cart this form was rendered for, so a stale form is recognised.
+    # Which cart version this form was rendered for, and the total it showed: a stale form is recognised.
     cart_version = HiddenField()
+    expected_total = HiddenField()

@@ -12,38 +12,32 @@ from checkout.shop.models import Customer, hash_token, public_id
 SESSION_CUSTOMER = "customer"
 
 
-def ensure_browser_identity() -> str:
-    """Give the session its customer id on the first visit (the row comes with the first write)."""
+def browser_identity() -> str:
+    """The session's customer id, given on the first visit (its row comes with the first write)."""
     customer_id = session.get(SESSION_CUSTOMER)
-    if not customer_id:
+    if not isinstance(customer_id, str) or not customer_id:
         customer_id = public_id("cus")
         session[SESSION_CUSTOMER] = customer_id
-    return str(customer_id)
+    return customer_id
 
 
-def _customer(public_id: str) -> Customer | None:
-    customer = db.session.scalars(sa.select(Customer).where(Customer.public_id == public_id)).first()
-    db.session.commit()
-    return customer
-
-
-def browser_customer() -> Customer:
-    """The session's customer row, created atomically the first time it is needed."""
-    customer_public_id = ensure_browser_identity()
-    customer = _customer(customer_public_id)
-    if customer is None:
-        db.session.execute(
-            insert_ignoring_conflicts(Customer, db.session).values(public_id=customer_public_id, created_at=utcnow())
-        )
-        customer = _customer(customer_public_id)  # ours, or a racing request's: the same row
-        assert customer is not None
-    return customer
-
-
-def known_browser_customer() -> Customer | None:
-    """The session's customer if it has ever written anything, without creating one."""
+def known_browser_customer_id() -> int | None:
+    """The row id of the session's customer, if it has ever written anything (a read)."""
     customer_public_id = session.get(SESSION_CUSTOMER)
-    return _customer(str(customer_public_id)) if customer_public_id else None
+    if not isinstance(customer_public_id, str):
+        return None
+    return db.session.scalar(sa.select(Customer.id).where(Customer.public_id == customer_public_id))
+
+
+def browser_customer_id() -> int:
+    """The row id of the session's customer, created the first time (call inside a unit of work)."""
+    customer_public_id = browser_identity()
+    db.session.execute(
+        insert_ignoring_conflicts(Customer, db.session).values(public_id=customer_public_id, created_at=utcnow())
+    )
+    customer_id = db.session.scalar(sa.select(Customer.id).where(Customer.public_id == customer_public_id))
+    assert customer_id is not None  # ours, or a racing request's: the same row
+    return customer_id
 
 
 def api_customer() -> Customer | None:
@@ -52,6 +46,4 @@ def api_customer() -> Customer | None:
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         return None
-    customer = db.session.scalars(sa.select(Customer).where(Customer.token_hash == hash_token(token.strip()))).first()
-    db.session.commit()
-    return customer
+    return db.session.scalars(sa.select(Customer).where(Customer.token_hash == hash_token(token.strip()))).first()

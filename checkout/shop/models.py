@@ -1,8 +1,12 @@
-"""The shop's tables: products, customers, orders.
+"""The shop's tables: products, customers, carts, orders.
 
-The orders table backs the idempotency rule on its own: one order per
-(customer, idempotency key), so even after the key's record is purged a late
-retry finds the order it already placed.
+Unique constraints back every rule on their own:
+- orders: one per (customer, idempotency key), so even after the key's
+  record is purged a late retry finds the order it already placed;
+- orders: one per (cart, cart version), the business rule behind the key:
+  two keys for one cart version (a second tab, a forged form) are one order;
+- cart keys: one per (cart, version), made once in the database, so two tabs
+  opened at the same moment render the same key.
 """
 
 from __future__ import annotations
@@ -14,14 +18,15 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from checkout.database import UTCDateTime, utcnow
-from checkout.extensions import db
+from checkout.database import Base, BigId, UTCDateTime, utcnow
 
 PENDING = "pending"
 PAID = "paid"
 DECLINED = "declined"
 FAILED = "failed"  # abandoned and ended by reconcile: nothing was charged
 ORDER_STATES = (PENDING, PAID, DECLINED, FAILED)
+
+MAX_QUANTITY = 99
 
 
 def public_id(prefix: str) -> str:
@@ -33,7 +38,7 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-class Product(db.Model):
+class Product(Base):
     __tablename__ = "products"
 
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -45,10 +50,10 @@ class Product(db.Model):
     currency: Mapped[str] = mapped_column(sa.String(3), default="USD")
 
 
-class Customer(db.Model):
+class Customer(Base):
     __tablename__ = "customers"
 
-    id: Mapped[int] = mapped_column(primary_key=True)
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
     public_id: Mapped[str] = mapped_column(sa.String(32), unique=True)
     name: Mapped[str | None] = mapped_column(sa.String(64), unique=True)
     # Only a hash of an API token is kept.
@@ -56,19 +61,65 @@ class Customer(db.Model):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
-class Order(db.Model):
+class Cart(Base):
+    """A browser's cart. The session holds only its public id; lines and version live here,
+    so a cookie replayed from before a payment cannot bring a paid cart back."""
+
+    __tablename__ = "carts"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    public_id: Mapped[str] = mapped_column(sa.String(32), unique=True)
+    customer_id: Mapped[int] = mapped_column(BigId, sa.ForeignKey("customers.id"), index=True)
+    # Every change bumps it; a payment is for one version.
+    version: Mapped[int] = mapped_column(default=0)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class CartLine(Base):
+    __tablename__ = "cart_lines"
+    __table_args__ = (
+        sa.UniqueConstraint("cart_id", "sku"),
+        sa.CheckConstraint(f"quantity BETWEEN 1 AND {MAX_QUANTITY}", name="quantity"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    cart_id: Mapped[int] = mapped_column(BigId, sa.ForeignKey("carts.id", ondelete="CASCADE"))
+    sku: Mapped[str] = mapped_column(sa.String(32), sa.ForeignKey("products.sku"))
+    quantity: Mapped[int]
+
+
+class CartKey(Base):
+    """The idempotency key of one cart version, made once: every tab renders the same one."""
+
+    __tablename__ = "cart_keys"
+    __table_args__ = (sa.UniqueConstraint("cart_id", "version"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    cart_id: Mapped[int] = mapped_column(BigId, sa.ForeignKey("carts.id", ondelete="CASCADE"))
+    version: Mapped[int]
+    key: Mapped[str] = mapped_column(sa.String(255))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class Order(Base):
     __tablename__ = "orders"
     __table_args__ = (
         sa.UniqueConstraint("customer_id", "idempotency_key"),
+        sa.UniqueConstraint("cart_id", "cart_version"),
         sa.CheckConstraint(f"status IN {ORDER_STATES!r}", name="status"),
+        sa.CheckConstraint("total_cents > 0", name="total_positive"),
         sa.Index("ix_orders_customer_created", "customer_id", "created_at"),
     )
 
-    id: Mapped[int] = mapped_column(primary_key=True)
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
     public_id: Mapped[str] = mapped_column(sa.String(32), unique=True, default=lambda: public_id("ord"))
-    customer_id: Mapped[int] = mapped_column(sa.ForeignKey("customers.id"))
+    customer_id: Mapped[int] = mapped_column(BigId, sa.ForeignKey("customers.id"))
     # NULL only on the lab's deliberately unsafe checkout (NULLs never collide).
     idempotency_key: Mapped[str | None] = mapped_column(sa.String(255))
+    # The cart version this order pays for (browser orders; NULL for the API and the unsafe checkout).
+    cart_id: Mapped[int | None] = mapped_column(BigId, sa.ForeignKey("carts.id"))
+    cart_version: Mapped[int | None]
     # What the gateway is called with: derived from the order, the same on every retry.
     gateway_key: Mapped[str] = mapped_column(sa.String(64), unique=True)
     status: Mapped[str] = mapped_column(sa.String(16), default=PENDING)
@@ -77,6 +128,9 @@ class Order(db.Model):
     total_cents: Mapped[int]
     currency: Mapped[str] = mapped_column(sa.String(3))
     charge_id: Mapped[str | None] = mapped_column(sa.String(32))
+    # Paid after the shopper had already changed the cart: the cart was left as it was, and the
+    # checkout says that this earlier payment went through.
+    cart_moved_on: Mapped[bool] = mapped_column(default=False, server_default=sa.false())
     unsafe: Mapped[bool] = mapped_column(default=False)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, onupdate=utcnow)
@@ -103,11 +157,12 @@ class Order(db.Model):
         }
 
 
-class OrderItem(db.Model):
+class OrderItem(Base):
     __tablename__ = "order_items"
+    __table_args__ = (sa.CheckConstraint(f"quantity BETWEEN 1 AND {MAX_QUANTITY}", name="quantity"),)
 
-    id: Mapped[int] = mapped_column(primary_key=True)
-    order_id: Mapped[int] = mapped_column(sa.ForeignKey("orders.id", ondelete="CASCADE"), index=True)
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    order_id: Mapped[int] = mapped_column(BigId, sa.ForeignKey("orders.id", ondelete="CASCADE"), index=True)
     sku: Mapped[str] = mapped_column(sa.String(32))
     name: Mapped[str] = mapped_column(sa.String(100))
     quantity: Mapped[int]

@@ -1,56 +1,103 @@
-"""Placing an order, as atomic phases with recovery points.
+"""Placing an order, as phases with recovery points (the shape of rocket-rides-atomic):
 
-    started ──(order row)──▶ order_created ──▶ charge_attempted ──(gateway)──▶ finished
+    started ──(claim + order row, one transaction)──▶ order_created ──(gateway, then one transaction)──▶ finished
 
-Each arrow is one transaction that also moves the recovery point, so a retry
-(or ``reconcile``) that takes over an abandoned operation knows exactly what
-has been done. The gateway is called between transactions, never inside one,
-with a key derived from the order: asking it again can never charge twice.
+- From ``started`` (inside the claim's own transaction): the order is
+  created for the lines being paid, and the key's record moves to
+  ``order_created``. Nothing is called outside.
+- From ``order_created``: the gateway is called with no transaction open,
+  with a key derived from the order, so calling it again (a retry, a resumed
+  operation) can never charge twice. Then one transaction records what the
+  gateway said and completes the operation with the endpoint's answer.
+
+There is no separate "charge attempted" point before the gateway call: the
+gateway key makes a repeated call harmless, so a resumed operation simply
+asks again, and the transaction it would cost is saved.
 """
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
 from checkout.extensions import db
-from checkout.gateway import (
-    CardDeclined,
-    Charge,
-    Gateway,
-    GatewayTimeout,
-    GatewayUnavailable,
-)
-from checkout.idempotency import STARTED, Operation, RetryLater, StoredResponse
+from checkout.gateway import CardDeclined, Charge, Gateway, GatewayTimeout, GatewayUnavailable, KeyVoided
+from checkout.idempotency import STARTED, Complete, MoveTo, Operation, Phase, Refuse, RetryLater, Step, StoredResponse
+from checkout.shop import carts
+from checkout.shop.lines import Line, total_of
 from checkout.shop.models import DECLINED, FAILED, PAID, PENDING, Order, OrderItem, public_id
 from checkout.shop.responders import Responder
+from checkout.transactions import reading
 
 ORDER_CREATED = "order_created"
-CHARGE_ATTEMPTED = "charge_attempted"
+
+
+class PaymentEvent(enum.StrEnum):
+    """What the payment records in the audit trail (the engine records the rest)."""
+
+    ORDER_CREATED = "order_created"
+    GATEWAY_CALLED = "gateway_called"
+    CHARGED = "charged"
+    DECLINED = "declined"
+    VOIDED = "voided"
+    GATEWAY_UNAVAILABLE = "gateway_unavailable"
+    ANSWER_LOST = "answer_lost"
+    ALREADY_FINAL = "already_final"
+    RECONCILED = "reconciled"
 
 
 @dataclass(frozen=True)
-class Line:
-    sku: str
-    name: str
-    quantity: int
-    unit_price_cents: int
+class CartVersion:
+    """The browser pays for one version of its cart, at the total its form showed."""
+
+    cart_id: int
+    version: int
+    expected_total_cents: int
 
 
 @dataclass(frozen=True)
 class OrderRequest:
     customer_id: int
     idempotency_key: str
-    lines: tuple[Line, ...]
     email: str
     card_number: str  # digits only; never stored, only handed to the gateway
     currency: str
+    lines: tuple[Line, ...] = ()  # the API's validated lines; a browser's come from its cart version
+    cart: CartVersion | None = None
 
-    @property
-    def total_cents(self) -> int:
-        return sum(line.quantity * line.unit_price_cents for line in self.lines)
+
+@dataclass(frozen=True)
+class OrderFacts:
+    """What the gateway call needs, copied out of a transaction (no ORM object crosses the call)."""
+
+    id: int
+    public_id: str
+    gateway_key: str
+    total_cents: int
+    currency: str
+    status: str
+
+    @classmethod
+    def of(cls, order: Order) -> OrderFacts:
+        return cls(order.id, order.public_id, order.gateway_key, order.total_cents, order.currency, order.status)
+
+
+@dataclass(frozen=True)
+class GatewayAnswer:
+    """What the gateway said about the order's gateway key: succeeded, declined or voided."""
+
+    status: str
+    charge_id: str | None = None
+
+    @classmethod
+    def of(cls, charge: Charge) -> GatewayAnswer:
+        return cls(charge.status, charge.id)
+
+
+ALREADY_FINAL = GatewayAnswer("already_final")
 
 
 def gateway_key_for(order_public_id: str) -> str:
@@ -63,22 +110,119 @@ def find_order(customer_id: int, idempotency_key: str) -> Order | None:
     ).first()
 
 
-def _create_order(request: OrderRequest) -> Order:
-    """Insert the order; if the key already has one (its record was purged), use that."""
+class PlaceOrder:
+    """The phases of one payment; ``phases()`` is what the idempotency engine runs."""
+
+    def __init__(self, request: OrderRequest, respond: Responder, gateway: Gateway) -> None:
+        self.request = request
+        self.respond = respond
+        self.gateway = gateway
+        self.order: OrderFacts | None = None
+
+    def phases(self) -> dict[str, Phase]:
+        return {
+            STARTED: Phase(commit=self.create_order),
+            ORDER_CREATED: Phase(call=self.charge, commit=self.record_answer),
+        }
+
+    # -- started: inside the claim's transaction ------------------------------------
+
+    def _lines(self) -> tuple[Line, ...]:
+        cart = self.request.cart
+        if cart is None:
+            return self.request.lines
+        lines = carts.lines_of_version(cart.cart_id, cart.version)
+        if lines is None:
+            raise Refuse(self.respond.out_of_date("Your cart changed after this page was shown."))
+        if not lines:
+            raise Refuse(self.respond.out_of_date("Your cart is empty."))
+        if total_of(lines) != cart.expected_total_cents:
+            raise Refuse(self.respond.out_of_date("A price changed after this page was shown."))
+        return lines
+
+    def create_order(self, operation: Operation, _nothing: None) -> Step:
+        lines = self._lines()
+        order, created = _insert_order(self.request, lines)
+        operation.reference = order.public_id
+        if not created:
+            # The orders' own unique constraints found it: the key's record was purged (a late retry),
+            # or another key already pays this cart version (a second tab, a forged form).
+            if order.status == PENDING:
+                raise Refuse(self.respond.in_progress(order))
+            operation.note(PaymentEvent.ALREADY_FINAL, order_id=order.public_id, status=order.status)
+            return Complete(answer_for(order, self.respond))
+        operation.note(PaymentEvent.ORDER_CREATED, order_id=order.public_id)
+        # Written in the transaction that precedes the call: the worker named here makes it next.
+        operation.note(PaymentEvent.GATEWAY_CALLED, order_id=order.public_id, gateway_key=order.gateway_key)
+        self.order = OrderFacts.of(order)
+        return MoveTo(ORDER_CREATED)
+
+    # -- order_created: the gateway, with no transaction open, then one transaction ---
+
+    def _facts(self, operation: Operation) -> OrderFacts:
+        if self.order is not None:
+            return self.order
+        with reading():  # resumed: read the order, and end the read before the gateway call
+            order = find_order(self.request.customer_id, self.request.idempotency_key)
+            if order is None:
+                raise RuntimeError(f"recovery point {operation.recovery_point} but no order")
+            return OrderFacts.of(order)
+
+    def charge(self, operation: Operation) -> GatewayAnswer:
+        order = self._facts(operation)
+        if order.status != PENDING:
+            return ALREADY_FINAL  # finished meanwhile (reconcile, or the gateway's webhook)
+        try:
+            charge = self.gateway.charge(
+                gateway_key=order.gateway_key,
+                amount_cents=order.total_cents,
+                currency=order.currency,
+                card_number=self.request.card_number,
+                reference=order.public_id,
+            )
+        except CardDeclined as declined:
+            return GatewayAnswer.of(declined.charge)
+        except KeyVoided:
+            return GatewayAnswer("voided")
+        except GatewayUnavailable as unavailable:
+            raise RetryLater(
+                "the payment gateway is unavailable; nothing was charged",
+                event=PaymentEvent.GATEWAY_UNAVAILABLE,
+                order_id=order.public_id,
+            ) from unavailable
+        except GatewayTimeout as timeout:
+            raise RetryLater(
+                "the payment gateway did not answer in time",
+                event=PaymentEvent.ANSWER_LOST,
+                order_id=order.public_id,
+            ) from timeout
+        return GatewayAnswer.of(charge)
+
+    def record_answer(self, operation: Operation, answer: GatewayAnswer) -> Step:
+        assert self.order is not None or operation.reference is not None
+        public = self.order.public_id if self.order else operation.reference
+        order = db.session.scalars(sa.select(Order).where(Order.public_id == public)).one()
+        return finish(operation, order, answer, self.respond)
+
+
+def _insert_order(request: OrderRequest, lines: tuple[Line, ...]) -> tuple[Order, bool]:
+    """Insert the order; if its key or its cart version already has one, return that one instead."""
     order_id = public_id("ord")
     order = Order(
         public_id=order_id,
         gateway_key=gateway_key_for(order_id),
         customer_id=request.customer_id,
         idempotency_key=request.idempotency_key,
+        cart_id=request.cart.cart_id if request.cart else None,
+        cart_version=request.cart.version if request.cart else None,
         email=request.email,
         card_last4=request.card_number[-4:],
-        total_cents=request.total_cents,
+        total_cents=total_of(lines),
         currency=request.currency,
         status=PENDING,
         items=[
             OrderItem(sku=line.sku, name=line.name, quantity=line.quantity, unit_price_cents=line.unit_price_cents)
-            for line in request.lines
+            for line in lines
         ],
     )
     try:
@@ -87,70 +231,48 @@ def _create_order(request: OrderRequest) -> Order:
             db.session.flush()
     except IntegrityError:
         existing = find_order(request.customer_id, request.idempotency_key)
+        if existing is None and request.cart is not None:
+            existing = db.session.scalars(
+                sa.select(Order).where(
+                    Order.cart_id == request.cart.cart_id, Order.cart_version == request.cart.version
+                )
+            ).first()
         if existing is None:
             raise
-        return existing
-    return order
+        return existing, False
+    return order, True
 
 
-def place_order(operation: Operation, request: OrderRequest, respond: Responder, gateway: Gateway) -> None:
-    """Run (or resume) the order's phases and complete the operation with the endpoint's answer."""
-    if operation.recovery_point == STARTED:
-        with operation.phase():
-            order = _create_order(request)
-            operation.note("order_created", order_id=order.public_id)
-            operation.checkpoint(ORDER_CREATED)
+def finish(operation: Operation, order: Order, answer: GatewayAnswer, respond: Responder) -> Step:
+    """Record the gateway's answer on the order and complete the operation (inside its owned transaction).
+
+    The update is conditional on the order still being pending: whoever comes
+    first (this worker, reconcile, a webhook) ends it; the others change nothing.
+    """
+    status = {"succeeded": PAID, "declined": DECLINED, "voided": FAILED}.get(answer.status)
+    if status is not None and order.status == PENDING:
+        changed = db.session.execute(
+            sa.update(Order)
+            .where(Order.id == order.id, Order.status == PENDING)
+            .values(status=status, charge_id=answer.charge_id if status != FAILED else None)
+            .returning(Order.id)
+        ).first()
+        db.session.refresh(order)
+        if changed is not None:
+            _settle_cart(order)
+            event = {PAID: PaymentEvent.CHARGED, DECLINED: PaymentEvent.DECLINED, FAILED: PaymentEvent.VOIDED}[status]
+            operation.note(event, order_id=order.public_id, charge_id=answer.charge_id)
+    return Complete(answer_for(order, respond))
+
+
+def _settle_cart(order: Order) -> None:
+    if order.cart_id is None or order.cart_version is None:
+        return
+    if order.status == PAID:
+        if not carts.close_paid_version(order.cart_id, order.cart_version):
+            db.session.execute(sa.update(Order).where(Order.id == order.id).values(cart_moved_on=True))
     else:
-        found = find_order(request.customer_id, request.idempotency_key)
-        db.session.commit()  # end the read: no transaction may be open while the gateway works
-        if found is None:
-            raise RuntimeError(f"recovery point {operation.recovery_point} but no order")
-        order = found
-
-    if order.status != PENDING:
-        # The order outlived its idempotency record (purged): answer from the order itself.
-        with operation.phase():
-            operation.complete(answer_for(order, respond))
-        return
-
-    with operation.phase():
-        operation.checkpoint(CHARGE_ATTEMPTED)
-        operation.note("gateway_called", order_id=order.public_id, gateway_key=order.gateway_key)
-    try:
-        charge = gateway.charge(
-            gateway_key=order.gateway_key,
-            amount_cents=order.total_cents,
-            currency=order.currency,
-            card_number=request.card_number,
-            reference=order.public_id,
-        )
-    except CardDeclined as declined:
-        with operation.phase():
-            order.status = DECLINED
-            order.charge_id = declined.charge.id
-            operation.note("declined", order_id=order.public_id, charge_id=declined.charge.id)
-            operation.complete(respond.declined(order))
-        return
-    except GatewayUnavailable as unavailable:
-        raise RetryLater(
-            "the payment gateway is unavailable; nothing was charged",
-            retry_after=1,
-            event="gateway_unavailable",
-            order_id=order.public_id,
-        ) from unavailable
-    except GatewayTimeout as timeout:
-        raise RetryLater(
-            "the payment gateway did not answer in time", retry_after=1, event="answer_lost", order_id=order.public_id
-        ) from timeout
-    finish_paid(operation, order, charge, respond)
-
-
-def finish_paid(operation: Operation, order: Order, charge: Charge, respond: Responder) -> None:
-    with operation.phase():
-        order.status = PAID
-        order.charge_id = charge.id
-        operation.note("charged", order_id=order.public_id, charge_id=charge.id)
-        operation.complete(respond.paid(order))
+        carts.retire_version(order.cart_id, order.cart_version)
 
 
 def answer_for(order: Order, respond: Responder) -> StoredResponse:
@@ -159,5 +281,6 @@ def answer_for(order: Order, respond: Responder) -> StoredResponse:
         return respond.paid(order)
     if order.status == DECLINED:
         return respond.declined(order)
-    assert order.status == FAILED
-    return respond.abandoned(order)
+    if order.status == FAILED:
+        return respond.abandoned(order)
+    raise ValueError(f"order {order.public_id} has no outcome yet ({order.status})")

@@ -1,16 +1,18 @@
 """Finish operations nobody is working on any more, by asking the gateway.
 
-A worker died mid-payment, or a client got a 503 and never came back. For
-each such record we take the lease over (the same compare-and-set a retry
-uses), find the order its key created, and ask the gateway by the order's
-gateway key what really happened:
+A worker died mid-payment, stalled, or a client got a 503 and never came
+back. For each such record we take the lease over (the same compare-and-set
+a retry uses) and fence the order's gateway key before deciding anything:
+the gateway voids the key unless a charge already stands under it. Whichever
+won is final, so a stalled worker that wakes up later cannot charge behind
+our back:
 
-- a succeeded charge: the order is paid; the stored answer is the success;
-- a declined charge: the order is declined; the stored answer is the decline;
-- no charge: the order is ended as ``failed`` (nothing was charged) and the
-  stored answer says so;
-- no order yet (the worker died before creating it): the record is deleted,
-  so the client's next retry starts afresh; nothing happened.
+- a succeeded charge won: the order is paid; the stored answer is the success;
+- a declined charge won: the order is declined; the stored answer is the decline;
+- the void won: the order is ended as ``failed`` (nothing was or will be
+  charged) and the stored answer says so;
+- no order yet (a record that never got past its claim): the record is
+  deleted, so the client's next retry starts afresh; nothing happened.
 
 The client sees the outcome on its next retry with the same key.
 """
@@ -23,10 +25,11 @@ import sqlalchemy as sa
 
 from checkout.extensions import db
 from checkout.gateway import Gateway
-from checkout.idempotency import LeaseLost, Settings, abandoned, take_over
-from checkout.shop.models import DECLINED, FAILED, Customer
-from checkout.shop.placement import answer_for, find_order, finish_paid
+from checkout.idempotency import Event, LeaseLost, RecordView, Settings, abandoned, take_over
+from checkout.shop.models import Order
+from checkout.shop.placement import GatewayAnswer, PaymentEvent, finish
 from checkout.shop.responders import RESPONDERS
+from checkout.transactions import reading
 
 
 @dataclass(frozen=True)
@@ -47,38 +50,43 @@ class Reconciled:
         return " ".join(parts)
 
 
+def _order_facts(reference: str) -> tuple[str, str] | None:
+    """(public id, gateway key) of the record's order; the read ends before the gateway is asked."""
+    with reading():
+        row = db.session.execute(
+            sa.select(Order.public_id, Order.gateway_key).where(Order.public_id == reference)
+        ).first()
+        return (row[0], row[1]) if row else None
+
+
+def reconcile_one(view: RecordView, gateway: Gateway, settings: Settings) -> Reconciled:
+    scope = view.scope
+    skipped = Reconciled(scope.key, scope.endpoint, scope.customer, "skipped")
+    respond = RESPONDERS.get(scope.endpoint)
+    if respond is None:
+        return skipped  # an endpoint this command does not know
+    operation = take_over(view, settings, by=Event.RECONCILE_STARTED)
+    if operation is None:
+        return skipped  # a client's retry got there first: it will finish it
+    try:
+        facts = _order_facts(operation.reference) if operation.reference else None
+        if facts is None:
+            operation.discard("abandoned before an order existed")
+            return Reconciled(scope.key, scope.endpoint, scope.customer, "restarted")
+        order_id, gateway_key = facts
+        # The fence: from here on, no charge can land under this key unless it already has.
+        charge = gateway.void(gateway_key=gateway_key, reference=order_id)
+        with operation.owned():
+            order = db.session.scalars(sa.select(Order).where(Order.public_id == order_id)).one()
+            operation.note(PaymentEvent.RECONCILED, order_id=order_id, gateway_says=charge.status)
+            operation.apply(finish(operation, order, GatewayAnswer.of(charge), respond))
+            outcome, charge_id = order.status, order.charge_id
+    except LeaseLost:
+        return skipped  # a client's retry took it over meanwhile: it will finish it
+    return Reconciled(scope.key, scope.endpoint, scope.customer, outcome, order_id, charge_id)
+
+
 def reconcile(gateway: Gateway, settings: Settings) -> list[Reconciled]:
-    results = []
-    for record in abandoned(settings):
-        summary = Reconciled(record.key, record.endpoint, record.customer, "skipped")
-        respond = RESPONDERS.get(record.endpoint)
-        operation = take_over(record, settings, by="reconcile_started") if respond else None
-        if operation is None or respond is None:
-            results.append(summary)  # an endpoint we do not know, or a retry got there first
-            continue
-        try:
-            customer_id = db.session.scalar(sa.select(Customer.id).where(Customer.public_id == record.customer))
-            order = find_order(customer_id, record.key) if customer_id is not None else None
-            db.session.commit()
-            if order is None:
-                operation.discard("abandoned before an order existed")
-                results.append(Reconciled(record.key, record.endpoint, record.customer, "restarted"))
-                continue
-            charge = gateway.retrieve(order.gateway_key)
-            if charge is not None and charge.succeeded:
-                finish_paid(operation, order, charge, respond)
-                outcome = "paid"
-            else:
-                with operation.phase():
-                    order.status = DECLINED if charge is not None else FAILED
-                    order.charge_id = charge.id if charge is not None else None
-                    operation.note("reconciled", order_id=order.public_id, status=order.status)
-                    operation.complete(answer_for(order, respond))
-                outcome = order.status
-            results.append(
-                Reconciled(record.key, record.endpoint, record.customer, outcome, order.public_id, order.charge_id)
-            )
-        except LeaseLost:
-            db.session.rollback()
-            results.append(summary)  # a client's retry took it over meanwhile: it will finish it
-    return results
+    with reading():
+        stale = abandoned(settings)
+    return [reconcile_one(view, gateway, settings) for view in stale]

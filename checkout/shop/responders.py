@@ -1,10 +1,12 @@
-"""What each endpoint answers for an order's outcome. The answer is stored with
-the idempotency record and replayed, so it is built from the order alone
-(no request needed: ``reconcile`` builds it from the command line)."""
+"""What each endpoint answers for an order's outcome. The answer is stored with the idempotency
+record and replayed, so it is built from the order alone (``reconcile`` builds it from the
+command line, with no request at all)."""
 
 from __future__ import annotations
 
-from typing import Protocol
+import json
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from checkout.idempotency import StoredResponse
 from checkout.problems import json_bytes, problem
@@ -12,8 +14,6 @@ from checkout.shop.models import Order
 
 API_ENDPOINT = "POST /api/orders"
 BROWSER_ENDPOINT = "POST /checkout"
-# The browser endpoint's stored answers say which outcome they are, for the page to word it.
-OUTCOME_HEADER = "X-Checkout-Outcome"
 
 
 class Responder(Protocol):
@@ -22,6 +22,10 @@ class Responder(Protocol):
     def declined(self, order: Order) -> StoredResponse: ...
 
     def abandoned(self, order: Order) -> StoredResponse: ...
+
+    def out_of_date(self, reason: str) -> StoredResponse: ...
+
+    def in_progress(self, order: Order) -> StoredResponse: ...
 
 
 class ApiResponder:
@@ -36,7 +40,11 @@ class ApiResponder:
 
     def declined(self, order: Order) -> StoredResponse:
         return self._problem(
-            402, "Card declined", "The card was declined. Nothing was charged.", "card-declined", order
+            402,
+            "Card declined",
+            "The card was declined. Nothing was charged.",
+            "card-declined",
+            order_id=order.public_id,
         )
 
     def abandoned(self, order: Order) -> StoredResponse:
@@ -46,26 +54,64 @@ class ApiResponder:
             "This payment was abandoned before the gateway charged it, and nothing was "
             "charged. Place the order again with a new Idempotency-Key.",
             "payment-abandoned",
-            order,
+            order_id=order.public_id,
+        )
+
+    def out_of_date(self, reason: str) -> StoredResponse:
+        return self._problem(422, "Order out of date", reason, "order-out-of-date")
+
+    def in_progress(self, order: Order) -> StoredResponse:
+        return self._problem(
+            409,
+            "Request in progress",
+            "Another request is placing this order right now; retry later.",
+            "idempotency-request-in-progress",
+            order_id=order.public_id,
         )
 
     @staticmethod
-    def _problem(status: int, title: str, detail: str, type_: str, order: Order) -> StoredResponse:
-        body = problem(status, title, detail, type_=type_, order_id=order.public_id).get_data()
-        return StoredResponse(status, {"Content-Type": "application/problem+json"}, body)
+    def _problem(status: int, title: str, detail: str, type_: str, **extra: Any) -> StoredResponse:
+        response = problem(status, title, detail, type_=type_, **extra)
+        return StoredResponse(status, {"Content-Type": "application/problem+json"}, response.get_data())
+
+
+@dataclass(frozen=True)
+class BrowserOutcome:
+    """The browser endpoint stores what happened, typed; the checkout view renders the page from it."""
+
+    outcome: str  # paid, declined, abandoned, out_of_date, in_progress
+    order_id: str | None = None
+    key: str | None = None  # in_progress: the key of the operation that is placing the order
+    reason: str | None = None
+
+    @classmethod
+    def from_stored(cls, response: StoredResponse) -> BrowserOutcome:
+        return cls(**json.loads(response.body))
+
+    def stored(self, status: int) -> StoredResponse:
+        body = {name: value for name, value in self.__dict__.items() if value is not None}
+        return StoredResponse(status, {"Content-Type": "application/json"}, json_bytes(body))
+
+    @property
+    def order_url(self) -> str | None:
+        return f"/orders/{self.order_id}" if self.order_id else None
 
 
 class BrowserResponder:
-    """Where the order is; the checkout view renders the page from it."""
-
     def paid(self, order: Order) -> StoredResponse:
-        return StoredResponse(303, {"Location": f"/orders/{order.public_id}", OUTCOME_HEADER: "paid"})
+        return BrowserOutcome("paid", order.public_id).stored(303)
 
     def declined(self, order: Order) -> StoredResponse:
-        return StoredResponse(402, {"Location": f"/orders/{order.public_id}", OUTCOME_HEADER: "declined"})
+        return BrowserOutcome("declined", order.public_id).stored(402)
 
     def abandoned(self, order: Order) -> StoredResponse:
-        return StoredResponse(402, {"Location": f"/orders/{order.public_id}", OUTCOME_HEADER: "abandoned"})
+        return BrowserOutcome("abandoned", order.public_id).stored(402)
+
+    def out_of_date(self, reason: str) -> StoredResponse:
+        return BrowserOutcome("out_of_date", reason=reason).stored(422)
+
+    def in_progress(self, order: Order) -> StoredResponse:
+        return BrowserOutcome("in_progress", order.public_id, key=order.idempotency_key).stored(202)
 
 
 RESPONDERS: dict[str, Responder] = {API_ENDPOINT: ApiResponder(), BROWSER_ENDPOINT: BrowserResponder()}

@@ -13,6 +13,7 @@ def idempotency_settings() -> Settings:
     return Settings(
         lease_seconds=float(config["CHECKOUT_LEASE_SECONDS"]),
         lifetime_seconds=float(config["CHECKOUT_KEY_LIFETIME_SECONDS"]),
+        waiters_per_key=int(config["CHECKOUT_WAITERS_PER_KEY"]),
     )
 
 
@@ -22,4 +23,5 @@ def gateway() -> Gateway:
 
 
 def fingerprint_secret() -> str:
-    return str(current_app.config["SECRET_KEY"])
+    """Its own secret, not SECRET_KEY: the fingerprints cover card numbers."""
+    return str(current_app.config["CHECKOUT_FINGERPRINT_SECRET"])

@@ -23,7 +23,7 @@ DEMO_CUSTOMERS = [("alice", "cus_demo_alice", "demo-alice-token"), ("bob", "cus_
 
 
 def seed(*, demo_customers: bool) -> dict[str, int]:
-    """Insert what is missing; running it twice changes nothing."""
+    """Insert what is missing; running it twice changes nothing. (Call inside a unit of work.)"""
     products = 0
     for sku, name, description, emoji, price in PRODUCTS:
         result = db.session.execute(
@@ -41,5 +41,4 @@ def seed(*, demo_customers: bool) -> dict[str, int]:
                 .returning(Customer.id)
             )
             customers += len(result.all())
-    db.session.commit()
     return {"products": products, "customers": customers}

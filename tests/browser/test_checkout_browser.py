@@ -129,6 +129,8 @@ def test_a_lost_gateway_answer_shows_try_again_and_the_second_pay_shows_the_paid
     expect(page.get_by_test_id("error-message")).to_contain_text("could not confirm your payment")
     expect(page.get_by_test_id("idempotency-key")).to_have_text(key)  # the same payment, not a new one
     assert len(ledger.charges()) == 1  # the gateway charged; the shop never heard
+    expect(page.get_by_label("Card number")).to_have_value("")  # never echoed back into the page
+    page.get_by_label("Card number").fill(ANSWER_LOST_CARD)
     page.get_by_test_id("pay-button").click()
     expect(page.get_by_test_id("order-status")).to_have_text("paid")
     [order] = ledger.orders()

@@ -1,0 +1,216 @@
+"""The cart lives on the server; the session holds only its id.
+
+Every change bumps the cart's version. A payment is for one version: the
+checkout form carries it, orders are unique on (cart, version), and the
+version's idempotency key is made once, in the database. Paying empties the
+cart and moves it to a new version in the transaction that marks the order
+paid; a declined or abandoned payment moves it too, so the next try gets a
+new key. A cookie replayed from before a payment finds the cart as it is
+now: the paid lines are gone.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+from flask import session
+
+from checkout.database import dialect_insert, insert_ignoring_conflicts, utcnow
+from checkout.extensions import db
+from checkout.shop.identity import SESSION_CUSTOMER, browser_customer_id
+from checkout.shop.lines import Line
+from checkout.shop.models import MAX_QUANTITY, Cart, CartKey, CartLine, Customer, Product, public_id
+from checkout.transactions import writing
+
+SESSION_CART = "cart"
+
+
+@dataclass(frozen=True)
+class CartItem:
+    sku: str
+    name: str
+    emoji: str
+    quantity: int
+    unit_price_cents: int
+    currency: str
+
+    @property
+    def total_cents(self) -> int:
+        return self.quantity * self.unit_price_cents
+
+    def line(self) -> Line:
+        return Line(self.sku, self.name, self.quantity, self.unit_price_cents)
+
+
+@dataclass(frozen=True)
+class CartView:
+    id: int
+    public_id: str
+    version: int
+    items: tuple[CartItem, ...]
+    currency: str = "USD"
+
+    @property
+    def total_cents(self) -> int:
+        return sum(item.total_cents for item in self.items)
+
+    @property
+    def count(self) -> int:
+        return sum(item.quantity for item in self.items)
+
+    @property
+    def empty(self) -> bool:
+        return not self.items
+
+    def lines(self) -> tuple[Line, ...]:
+        return tuple(item.line() for item in self.items)
+
+
+def _cart_row() -> tuple[int, str, int] | None:
+    """(id, public id, version) of this session's cart, if it has one and it is this customer's."""
+    cart_public_id, customer_public_id = session.get(SESSION_CART), session.get(SESSION_CUSTOMER)
+    if not isinstance(cart_public_id, str) or not isinstance(customer_public_id, str):
+        return None
+    row = db.session.execute(
+        sa.select(Cart.id, Cart.public_id, Cart.version)
+        .join(Customer, Customer.id == Cart.customer_id)
+        .where(Cart.public_id == cart_public_id, Customer.public_id == customer_public_id)
+    ).first()
+    return (row[0], row[1], row[2]) if row else None
+
+
+def items_of(cart_id: int) -> tuple[CartItem, ...]:
+    """The lines at today's prices; a line whose product left the catalog is not sold."""
+    rows = db.session.execute(
+        sa.select(CartLine.sku, Product.name, Product.emoji, CartLine.quantity, Product.price_cents, Product.currency)
+        .join(Product, Product.sku == CartLine.sku)
+        .where(CartLine.cart_id == cart_id)
+        .order_by(CartLine.id)
+    ).all()
+    return tuple(CartItem(*row) for row in rows)
+
+
+def current() -> CartView | None:
+    """This session's cart as it is now (a read)."""
+    row = _cart_row()
+    if row is None:
+        return None
+    cart_id, cart_public_id, version = row
+    return CartView(cart_id, cart_public_id, version, items_of(cart_id))
+
+
+def count() -> int:
+    row = _cart_row()
+    if row is None:
+        return 0
+    total = db.session.scalar(sa.select(sa.func.sum(CartLine.quantity)).where(CartLine.cart_id == row[0]))
+    return int(total or 0)
+
+
+def _ensure_cart() -> int:
+    """This session's cart id, created with the customer the first time (inside a unit of work)."""
+    row = _cart_row()
+    if row is not None:
+        return row[0]
+    customer_id = browser_customer_id()
+    cart_public_id = public_id("cart")
+    now = utcnow()
+    cart_id = db.session.execute(
+        sa.insert(Cart)
+        .values(public_id=cart_public_id, customer_id=customer_id, version=0, created_at=now, updated_at=now)
+        .returning(Cart.id)
+    ).scalar_one()
+    session[SESSION_CART] = cart_public_id
+    return int(cart_id)
+
+
+def _bump(cart_id: int) -> None:
+    db.session.execute(sa.update(Cart).where(Cart.id == cart_id).values(version=Cart.version + 1, updated_at=utcnow()))
+
+
+def add(sku: str, quantity: int) -> str | None:
+    """Add to the cart (an increment, not a set: pressing twice adds twice); the product's name, or None."""
+    with writing() as tx:
+        name = tx.scalar(sa.select(Product.name).where(Product.sku == sku))
+        if name is None:
+            return None
+        cart_id = _ensure_cart()
+        insert = dialect_insert(CartLine, tx).values(cart_id=cart_id, sku=sku, quantity=quantity)
+        summed = CartLine.quantity + insert.excluded.quantity
+        tx.execute(
+            insert.on_conflict_do_update(
+                index_elements=[CartLine.cart_id, CartLine.sku],
+                set_={"quantity": sa.case((summed > MAX_QUANTITY, MAX_QUANTITY), else_=summed)},
+            )
+        )
+        _bump(cart_id)
+        return str(name)
+
+
+def remove(sku: str) -> None:
+    row = _cart_row()
+    if row is None:
+        return
+    with writing() as tx:
+        removed = tx.execute(
+            sa.delete(CartLine).where(CartLine.cart_id == row[0], CartLine.sku == sku).returning(CartLine.id)
+        ).first()
+        if removed is not None:
+            _bump(row[0])
+
+
+def key_for(cart: CartView) -> str:
+    """The idempotency key of this cart version: made once, in the database, whoever asks first."""
+    found = db.session.scalar(sa.select(CartKey.key).where(CartKey.cart_id == cart.id, CartKey.version == cart.version))
+    if found is not None:
+        return str(found)
+    with writing() as tx:
+        tx.execute(
+            insert_ignoring_conflicts(CartKey, tx).values(
+                cart_id=cart.id, version=cart.version, key=str(uuid.uuid4()), created_at=utcnow()
+            )
+        )
+        key = tx.scalar(sa.select(CartKey.key).where(CartKey.cart_id == cart.id, CartKey.version == cart.version))
+    assert key is not None  # ours, or the other tab's: the same key
+    return str(key)
+
+
+# --- inside the payment's transactions (checkout.shop.placement) -----------------
+
+
+def lines_of_version(cart_id: int, version: int) -> tuple[Line, ...] | None:
+    """The lines of this cart if it is still at ``version`` (read inside the claim's unit of work), else None."""
+    current_version = db.session.scalar(sa.select(Cart.version).where(Cart.id == cart_id))
+    if current_version != version:
+        return None
+    return tuple(item.line() for item in items_of(cart_id))
+
+
+def close_paid_version(cart_id: int, version: int) -> bool:
+    """The order for this version is paid: empty the cart. False if the shopper changed it meanwhile
+    (then it is left as it is: its lines are not what was paid)."""
+    moved = db.session.execute(
+        sa.update(Cart)
+        .where(Cart.id == cart_id, Cart.version == version)
+        .values(version=Cart.version + 1, updated_at=utcnow())
+        .returning(Cart.id)
+    ).first()
+    if moved is None:
+        return False
+    db.session.execute(sa.delete(CartLine).where(CartLine.cart_id == cart_id))
+    return True
+
+
+def retire_version(cart_id: int, version: int) -> None:
+    """This version's payment ended unpaid: the same lines get a new version, so the next try a new key."""
+    db.session.execute(
+        sa.update(Cart)
+        .where(Cart.id == cart_id, Cart.version == version)
+        .values(version=Cart.version + 1, updated_at=utcnow())
+    )
+
+
+def version_key(cart_id: int, version: int) -> str | None:
+    return db.session.scalar(sa.select(CartKey.key).where(CartKey.cart_id == cart_id, CartKey.version == version))

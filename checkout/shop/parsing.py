@@ -1,0 +1,105 @@
+"""Small parsers for what a client sends, shared by the JSON API and the forms.
+
+Each takes a raw value (any JSON value, or a form string) and returns the
+clean value, or raises ``Invalid`` with a message for that field. Text never
+holds a NUL or a lone surrogate (neither can be stored or encoded), card
+numbers are ASCII digits, and nothing here touches the database.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from email_validator import EmailNotValidError, validate_email
+
+from checkout.gateway.cards import digits_only, luhn_valid
+from checkout.shop.models import MAX_QUANTITY
+
+MAX_LINES = 50
+_SKU = re.compile(r"[A-Z0-9][A-Z0-9-]{0,31}")
+_CARD_CHARACTERS = frozenset("0123456789 -")
+
+
+class Invalid(ValueError):
+    """A value a client sent that cannot be used; the message says what would do."""
+
+
+def text(raw: object, *, max_length: int) -> str:
+    if not isinstance(raw, str):
+        raise Invalid("must be a string")
+    if "\x00" in raw or any("\ud800" <= char <= "\udfff" for char in raw):
+        raise Invalid("must not contain NUL characters or unpaired surrogates")
+    if len(raw) > max_length:
+        raise Invalid(f"must be at most {max_length} characters")
+    return raw
+
+
+def card_number(raw: object) -> str:
+    """The card's digits: ASCII digits, with spaces or dashes between them, passing the Luhn check."""
+    value = text(raw, max_length=40)
+    if not set(value) <= _CARD_CHARACTERS or not luhn_valid(digits_only(value)):
+        raise Invalid("must be a valid card number: 12 to 19 digits, spaces allowed (try 4242 4242 4242 4242)")
+    return digits_only(value)
+
+
+def email(raw: object) -> str:
+    value = text(raw, max_length=254).strip()
+    try:
+        return validate_email(value, check_deliverability=False).normalized
+    except EmailNotValidError as error:
+        raise Invalid(f"must be a valid email address ({error})") from None
+
+
+def sku(raw: object) -> str:
+    value = text(raw, max_length=32)
+    if not _SKU.fullmatch(value):
+        raise Invalid("must be a product code like MUG-01")
+    return value
+
+
+def quantity(raw: object) -> int:
+    """A whole number 1..99: a JSON integer, or a form's digits."""
+    if isinstance(raw, str) and raw.strip().isascii() and raw.strip().isdigit() and len(raw.strip()) <= 3:
+        raw = int(raw.strip())
+    if isinstance(raw, bool) or not isinstance(raw, int) or not 1 <= raw <= MAX_QUANTITY:
+        raise Invalid(f"must be a whole number from 1 to {MAX_QUANTITY}")
+    return raw
+
+
+@dataclass(frozen=True)
+class RequestedLine:
+    index: int  # its place in the request, so an error found later names the right item
+    sku: str
+    quantity: int
+
+
+def items(raw: object) -> tuple[list[RequestedLine], dict[str, list[str]]]:
+    """The lines of an order, and the errors by field (``items[2].sku``), each on the item that has it."""
+    if not isinstance(raw, list) or not raw:
+        return [], {"items": ["must be a non-empty list"]}
+    if len(raw) > MAX_LINES:
+        return [], {"items": [f"at most {MAX_LINES} lines"]}
+    lines: list[RequestedLine] = []
+    errors: dict[str, list[str]] = {}
+    seen: set[str] = set()
+    for index, item in enumerate(raw):
+        if not isinstance(item, dict):
+            errors[f"items[{index}]"] = ["must be an object with sku and quantity"]
+            continue
+        try:
+            code = sku(item.get("sku"))
+            if code in seen:
+                raise Invalid("appears more than once; send one line per product")
+            seen.add(code)
+        except Invalid as error:
+            errors[f"items[{index}].sku"] = [str(error)]
+            code = None
+        try:
+            count = quantity(item.get("quantity"))
+        except Invalid as error:
+            errors[f"items[{index}].quantity"] = [str(error)]
+            count = None
+        if code is not None and count is not None:
+            lines.append(RequestedLine(index, code, count))
+    return lines, errors
