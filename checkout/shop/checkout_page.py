@@ -76,11 +76,7 @@ def _earlier_payments(cart: CartView) -> list[Order]:
         .order_by(Order.cart_version.desc())
     ).all()
     last_settled = max((o.cart_version or 0 for o in orders if o.status == PAID and not o.cart_moved_on), default=-1)
-    return [
-        o
-        for o in orders
-        if o.status == PENDING or (o.cart_moved_on and (o.cart_version or 0) > last_settled)
-    ][:3]
+    return [o for o in orders if o.status == PENDING or (o.cart_moved_on and (o.cart_version or 0) > last_settled)][:3]
 
 
 def _last_paid_page(cart: CartView | None) -> Page | None:
