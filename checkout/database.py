@@ -6,6 +6,7 @@ Nothing here knows about orders, payments or idempotency.
 
 from __future__ import annotations
 
+import functools
 from datetime import UTC, datetime
 from typing import Any
 
@@ -54,30 +55,39 @@ class UTCDateTime(sa.types.TypeDecorator[datetime]):
         return value
 
 
+def _dialect_name(bind: Any) -> str:
+    # ``bind``: an Engine, a Connection, or a (scoped) Session.
+    dialect = bind.dialect if hasattr(bind, "dialect") else bind.get_bind().dialect
+    return str(dialect.name)
+
+
+@functools.cache
+def _insert_or_ignore(table: sa.Table, dialect: str) -> Any:
+    if dialect == "postgresql":
+        return postgresql.insert(table).on_conflict_do_nothing()
+    if dialect == "sqlite":
+        return sqlite.insert(table).on_conflict_do_nothing()
+    raise NotImplementedError(f"no atomic insert-or-ignore for {dialect}")
+
+
 def insert_ignoring_conflicts(table: Any, bind: Any) -> Any:
     """``INSERT ... ON CONFLICT DO NOTHING`` for the bound dialect.
 
     This is what makes a claim atomic: the database, not a prior SELECT,
-    decides which of two racing inserts wins.
+    decides which of two racing inserts wins. (Built once per table and
+    dialect: give the values at execution, or with ``.values()``.)
     """
-    # ``bind``: an Engine, a Connection, or a (scoped) Session.
-    dialect = bind.dialect if hasattr(bind, "dialect") else bind.get_bind().dialect
-    name = dialect.name
-    if name == "postgresql":
-        return postgresql.insert(table).on_conflict_do_nothing()
-    if name == "sqlite":
-        return sqlite.insert(table).on_conflict_do_nothing()
-    raise NotImplementedError(f"no atomic insert-or-ignore for {name}")
+    return _insert_or_ignore(table.__table__ if hasattr(table, "__table__") else table, _dialect_name(bind))
 
 
 def dialect_insert(table: Any, bind: Any) -> Any:
     """The dialect's own INSERT, for ``ON CONFLICT ... DO UPDATE`` (an upsert)."""
-    dialect = bind.dialect if hasattr(bind, "dialect") else bind.get_bind().dialect
-    if dialect.name == "postgresql":
+    dialect = _dialect_name(bind)
+    if dialect == "postgresql":
         return postgresql.insert(table)
-    if dialect.name == "sqlite":
+    if dialect == "sqlite":
         return sqlite.insert(table)
-    raise NotImplementedError(f"no upsert for {dialect.name}")
+    raise NotImplementedError(f"no upsert for {dialect}")
 
 
 # 64-bit ids for tables that grow without bound. On SQLite an INTEGER PRIMARY KEY is already

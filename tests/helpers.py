@@ -160,17 +160,17 @@ def claim_as_a_dying_worker(
     from checkout.shop.placement import OrderRequest, PlaceOrder
     from checkout.shop.responders import ApiResponder
     from checkout.shop.runtime import gateway
-    from checkout.shop.validation import validate_order
+    from checkout.shop.validation import parse_order
 
     with app.app_context():
-        valid, errors = validate_order(order_body() if body is None else body)
-        assert valid is not None, errors
+        parsed, errors = parse_order(order_body() if body is None else body)
+        assert parsed is not None, errors
         customer_id = db.session.scalar(sa.select(Customer.id).where(Customer.public_id == "cus_demo_alice"))
         assert customer_id is not None
-        request = OrderRequest(customer_id, key, valid.email, valid.card_number, valid.currency, lines=valid.lines)
+        request = OrderRequest(customer_id, key, parsed.email, parsed.card_number, items=parsed.items)
         operation = begin(
             Scope("cus_demo_alice", API_ENDPOINT, key),
-            api_fingerprint(valid),
+            api_fingerprint(parsed),
             PlaceOrder(request, ApiResponder(), gateway()).phases(),
             settings=Settings(lease_seconds=lease_seconds),
         )

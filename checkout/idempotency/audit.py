@@ -1,8 +1,9 @@
 """The audit trail: every step of every operation, with the worker that took it.
 
-Events are added to the unit of work that is open anyway (the claim, a
-phase, the release): they commit with the change they describe, or vanish
-with it. SQLAlchemy sends the events of one transaction in one INSERT.
+``note`` adds an event to the unit of work that is open anyway (the claim, a
+phase, the release). The events of one unit are written together, in one
+INSERT, just before it commits (a ``before_commit`` hook on the session): they
+commit with the change they describe, or vanish with it.
 """
 
 from __future__ import annotations
@@ -12,9 +13,15 @@ import os
 import socket
 from typing import Any
 
+from sqlalchemy import event, insert
+from sqlalchemy.orm import Session
+
+from checkout.database import utcnow
 from checkout.extensions import db
 from checkout.idempotency.models import IdempotencyEvent
 from checkout.idempotency.types import Scope
+
+_PENDING = "checkout.audit"
 
 
 def worker_name() -> str:
@@ -22,15 +29,29 @@ def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def note(scope: Scope, event: enum.StrEnum, **detail: Any) -> None:
+def note(scope: Scope, name: enum.StrEnum, **detail: Any) -> None:
     """Add an audit event to the current unit of work."""
-    db.session.add(
-        IdempotencyEvent(
-            customer=scope.customer,
-            endpoint=scope.endpoint,
-            key=scope.key,
-            name=str(event),
-            worker=worker_name(),
-            detail={k: v for k, v in detail.items() if v is not None},
-        )
+    session = db.session()
+    session.info.setdefault(_PENDING, []).append(
+        {
+            "created_at": utcnow(),
+            "customer": scope.customer,
+            "endpoint": scope.endpoint,
+            "key": scope.key,
+            "name": str(name),
+            "worker": worker_name(),
+            "detail": {k: v for k, v in detail.items() if v is not None},
+        }
     )
+
+
+@event.listens_for(Session, "before_commit")
+def _write_pending_events(session: Session) -> None:
+    pending = session.info.pop(_PENDING, None)
+    if pending:
+        session.execute(insert(IdempotencyEvent.__table__), pending)
+
+
+@event.listens_for(Session, "after_rollback")
+def _forget_pending_events(session: Session) -> None:
+    session.info.pop(_PENDING, None)

@@ -32,6 +32,7 @@ from collections import Counter
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime, timedelta
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -62,6 +63,16 @@ from checkout.idempotency.types import (
 )
 from checkout.transactions import assert_idle, writing
 
+records = IdempotencyRecord.__table__
+events = IdempotencyEvent.__table__
+
+# The statements every request runs, built once (executed with parameters).
+_PEEK = sa.select(records).where(
+    records.c.customer == sa.bindparam("_customer"),
+    records.c.endpoint == sa.bindparam("_endpoint"),
+    records.c.key == sa.bindparam("_key"),
+)
+
 # A request in progress usually ends within seconds; a dead owner's lease is taken over
 # when it expires. Either way a client should look again soon, not wait out the lease.
 MAX_RETRY_AFTER = 2
@@ -72,7 +83,8 @@ ATTEMPTS = 5
 # --- reading ---------------------------------------------------------------------
 
 
-def _view(record: IdempotencyRecord, now: datetime) -> RecordView:
+def _view(record: Any, now: datetime) -> RecordView:
+    """The read model of a record row (a Core row: no ORM object crosses into a view)."""
     response = None
     if record.response_status is not None:
         response = StoredResponse(
@@ -97,15 +109,9 @@ def _view(record: IdempotencyRecord, now: datetime) -> RecordView:
 
 
 def peek(scope: Scope) -> RecordView | None:
-    """The record for a scope, read without claiming anything (a plain read, no lock)."""
-    record = db.session.scalars(
-        sa.select(IdempotencyRecord)
-        .where(
-            IdempotencyRecord.customer == scope.customer,
-            IdempotencyRecord.endpoint == scope.endpoint,
-            IdempotencyRecord.key == scope.key,
-        )
-        .execution_options(populate_existing=True)
+    """The record for a scope, read without claiming anything: one indexed read, no lock."""
+    record = db.session.execute(
+        _PEEK, {"_customer": scope.customer, "_endpoint": scope.endpoint, "_key": scope.key}
     ).first()
     return _view(record, utcnow()) if record is not None else None
 
@@ -132,21 +138,20 @@ def _claim(scope: Scope, fingerprint: str, first: Phase, settings: Settings) -> 
     try:
         with writing() as session:
             record_id = session.execute(
-                insert_ignoring_conflicts(IdempotencyRecord, session)
-                .values(
-                    customer=scope.customer,
-                    endpoint=scope.endpoint,
-                    key=scope.key,
-                    fingerprint=fingerprint,
-                    state=IN_PROGRESS,
-                    recovery_point=STARTED,
-                    duplicates=0,
-                    created_at=now,
-                    updated_at=now,
-                    expires_at=now + timedelta(seconds=settings.lifetime_seconds),
+                insert_ignoring_conflicts(records, session).returning(records.c.id),
+                {
+                    "customer": scope.customer,
+                    "endpoint": scope.endpoint,
+                    "key": scope.key,
+                    "fingerprint": fingerprint,
+                    "state": IN_PROGRESS,
+                    "recovery_point": STARTED,
+                    "duplicates": 0,
+                    "created_at": now,
+                    "updated_at": now,
+                    "expires_at": now + timedelta(seconds=settings.lifetime_seconds),
                     **lease_values(owner, settings),
-                )
-                .returning(IdempotencyRecord.id)
+                },
             ).scalar_one_or_none()
             if record_id is None:
                 return None  # the unique index chose another request; look at its record
@@ -182,10 +187,7 @@ def _answer_existing(
         if first_look:
             with writing(durable=False) as session:
                 session.execute(
-                    sa.update(IdempotencyRecord)
-                    .where(IdempotencyRecord.id == view.id)
-                    .values(duplicates=IdempotencyRecord.duplicates + 1)
-                    .execution_options(synchronize_session=False)
+                    sa.update(records).where(records.c.id == view.id).values(duplicates=records.c.duplicates + 1)
                 )
                 note(scope, Event.RECEIVED)
                 note(scope, Event.CONFLICT, retry_after=retry_after)
@@ -207,15 +209,14 @@ def take_over(
     owner = secrets.token_hex(16)
     with writing() as session:
         taken = session.execute(
-            sa.update(IdempotencyRecord)
+            sa.update(records)
             .where(
-                IdempotencyRecord.id == view.id,
-                IdempotencyRecord.state == IN_PROGRESS,
-                sa.or_(IdempotencyRecord.locked_by.is_(None), IdempotencyRecord.locked_until < now),
+                records.c.id == view.id,
+                records.c.state == IN_PROGRESS,
+                sa.or_(records.c.locked_by.is_(None), records.c.locked_until < now),
             )
             .values(updated_at=now, **lease_values(owner, settings))
-            .returning(IdempotencyRecord.recovery_point, IdempotencyRecord.reference)
-            .execution_options(synchronize_session=False)
+            .returning(records.c.recovery_point, records.c.reference)
         ).first()
         if taken is None:
             return None
@@ -352,18 +353,18 @@ def abandoned(settings: Settings, *, now: datetime | None = None) -> list[Record
     """In-progress records nobody is working on: the lease expired, or was released a lease ago."""
     now = now or utcnow()
     quiet_since = now - timedelta(seconds=settings.lease_seconds)
-    records = db.session.scalars(
-        sa.select(IdempotencyRecord)
+    stale = db.session.execute(
+        sa.select(records)
         .where(
-            IdempotencyRecord.state == IN_PROGRESS,
+            records.c.state == IN_PROGRESS,
             sa.or_(
-                IdempotencyRecord.locked_until < now,
-                sa.and_(IdempotencyRecord.locked_by.is_(None), IdempotencyRecord.updated_at < quiet_since),
+                records.c.locked_until < now,
+                sa.and_(records.c.locked_by.is_(None), records.c.updated_at < quiet_since),
             ),
         )
-        .order_by(IdempotencyRecord.id)
+        .order_by(records.c.id)
     ).all()
-    return [_view(record, now) for record in records]
+    return [_view(record, now) for record in stale]
 
 
 def purge(settings: Settings, now: datetime | None = None) -> int:
@@ -373,29 +374,22 @@ def purge(settings: Settings, now: datetime | None = None) -> int:
     """
     now = now or utcnow()
     expired = (
-        sa.select(IdempotencyRecord.customer, IdempotencyRecord.endpoint, IdempotencyRecord.key)
-        .where(IdempotencyRecord.state == COMPLETED, IdempotencyRecord.expires_at < now)
+        sa.select(records.c.customer, records.c.endpoint, records.c.key)
+        .where(records.c.state == COMPLETED, records.c.expires_at < now)
         .subquery()
     )
     with writing() as session:
         session.execute(
-            sa.delete(IdempotencyEvent)
-            .where(
-                sa.tuple_(IdempotencyEvent.customer, IdempotencyEvent.endpoint, IdempotencyEvent.key).in_(
+            sa.delete(events).where(
+                sa.tuple_(events.c.customer, events.c.endpoint, events.c.key).in_(
                     sa.select(expired.c.customer, expired.c.endpoint, expired.c.key)
                 )
             )
-            .execution_options(synchronize_session=False)
         )
         session.execute(
-            sa.delete(IdempotencyEvent)
-            .where(IdempotencyEvent.created_at < now - timedelta(seconds=settings.lifetime_seconds))
-            .execution_options(synchronize_session=False)
+            sa.delete(events).where(events.c.created_at < now - timedelta(seconds=settings.lifetime_seconds))
         )
         removed = session.execute(
-            sa.delete(IdempotencyRecord)
-            .where(IdempotencyRecord.state == COMPLETED, IdempotencyRecord.expires_at < now)
-            .returning(IdempotencyRecord.id)
-            .execution_options(synchronize_session=False)
+            sa.delete(records).where(records.c.state == COMPLETED, records.c.expires_at < now).returning(records.c.id)
         ).all()
     return len(removed)

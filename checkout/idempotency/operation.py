@@ -29,6 +29,19 @@ from checkout.idempotency.types import (
 )
 from checkout.transactions import writing
 
+records = IdempotencyRecord.__table__
+
+# Built once: the columns to SET come with each execution's parameters.
+_OWNED_UPDATE = (
+    sa.update(records)
+    .where(
+        records.c.id == sa.bindparam("_id"),
+        records.c.locked_by == sa.bindparam("_owner"),
+        records.c.state == IN_PROGRESS,
+    )
+    .returning(records.c.duplicates)
+)
+
 
 class Operation:
     """The right to run one operation, as long as our owner token holds."""
@@ -45,23 +58,16 @@ class Operation:
         self.reference: str | None = None
         self.duplicates = 0
         self.response: StoredResponse | None = None  # set once the operation completes
+        self._checked = False  # whether the current unit of work has checked our lease yet
 
     def _owned_update(self, **values: Any) -> Any:
         """UPDATE our record, only while we own it; returns the row's duplicates count."""
-        now = utcnow()
         row = db.session.execute(
-            sa.update(IdempotencyRecord)
-            .where(
-                IdempotencyRecord.id == self.record_id,
-                IdempotencyRecord.locked_by == self.owner,
-                IdempotencyRecord.state == IN_PROGRESS,
-            )
-            .values(updated_at=now, **values)
-            .returning(IdempotencyRecord.duplicates)
-            .execution_options(synchronize_session=False)
+            _OWNED_UPDATE, {"_id": self.record_id, "_owner": self.owner, "updated_at": utcnow(), **values}
         ).first()
         if row is None:
             raise LeaseLost(f"operation {self.scope.key!r} is no longer ours")
+        self._checked = True
         return row[0]
 
     def renew_lease(self) -> None:
@@ -69,20 +75,29 @@ class Operation:
 
     @contextmanager
     def owned(self) -> Iterator[None]:
-        """One unit of work that first checks, and renews, our lease.
+        """One unit of work that ends with an owner-checked UPDATE of our record.
 
-        The check comes first, so on PostgreSQL it also locks the row: a
-        takeover waits for this transaction, then finds the lease renewed;
-        and a worker whose lease was taken over writes nothing at all.
+        The block must end the phase with ``apply`` (or it renews the lease),
+        whose UPDATE matches only while our owner token holds. If another
+        worker took the operation over meanwhile, it raises LeaseLost and the
+        whole transaction rolls back: nothing a lost owner wrote survives.
+        (On PostgreSQL every phase locks the rows it changes before the record
+        row, and a takeover locks only the record row: no lock cycle.)
         """
+        self._checked = False
         with writing():
-            self.renew_lease()
             yield
+            if not self._checked:
+                self.renew_lease()
 
     def apply(self, step: Step) -> None:
-        """End a phase, inside its transaction: move the recovery point, or store the answer."""
+        """End a phase, inside its transaction: move the recovery point (renewing the lease), or store the answer."""
         if isinstance(step, MoveTo):
-            self._owned_update(recovery_point=step.recovery_point, reference=self.reference)
+            self._owned_update(
+                recovery_point=step.recovery_point,
+                reference=self.reference,
+                locked_until=utcnow() + timedelta(seconds=self.settings.lease_seconds),
+            )
             self.recovery_point = step.recovery_point
         elif isinstance(step, Complete):
             self._store(step.response)
@@ -130,10 +145,9 @@ class Operation:
         """Delete the record (nothing happened under it), so the next retry starts afresh."""
         with writing() as session:
             deleted = session.execute(
-                sa.delete(IdempotencyRecord)
-                .where(IdempotencyRecord.id == self.record_id, IdempotencyRecord.locked_by == self.owner)
-                .returning(IdempotencyRecord.id)
-                .execution_options(synchronize_session=False)
+                sa.delete(records)
+                .where(records.c.id == self.record_id, records.c.locked_by == self.owner)
+                .returning(records.c.id)
             ).first()
             if deleted is None:
                 raise LeaseLost(f"operation {self.scope.key!r} is no longer ours")

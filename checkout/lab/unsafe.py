@@ -30,6 +30,7 @@ from checkout.shop.forms import PaymentForm
 from checkout.shop.identity import api_customer, browser_customer_id
 from checkout.shop.lines import Line
 from checkout.shop.models import DECLINED, PAID, Cart, CartLine, Order, OrderItem, public_id
+from checkout.shop.orders import view_of
 from checkout.shop.runtime import gateway
 from checkout.shop.validation import validate_order
 from checkout.transactions import writing
@@ -153,4 +154,4 @@ def api_pay() -> Response:
         return problem(503, "Gateway failed", str(error), headers={"Retry-After": "1"})
     if order.status != PAID:
         return problem(402, "Card declined", "The card was declined.", type_="card-declined")
-    return Response(json_bytes(order.to_json()), status=201, mimetype="application/json")
+    return Response(json_bytes(view_of(order).to_json()), status=201, mimetype="application/json")

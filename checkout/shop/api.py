@@ -25,13 +25,14 @@ from checkout.idempotency import (
     run,
 )
 from checkout.problems import json_bytes, problem
-from checkout.shop.identity import api_customer
-from checkout.shop.models import Customer, Product
+from checkout.shop.identity import ApiCustomer, api_customer
+from checkout.shop.models import Product
+from checkout.shop.orders import view_of
 from checkout.shop.orders_page import order_of, orders_of
 from checkout.shop.placement import OrderRequest, PlaceOrder
 from checkout.shop.responders import API_ENDPOINT, ApiResponder
 from checkout.shop.runtime import fingerprint_secret, gateway, idempotency_settings
-from checkout.shop.validation import ValidOrder, validate_order
+from checkout.shop.validation import ParsedOrder, parse_order
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 csrf.exempt(bp)  # bearer tokens are not cookies: no CSRF to forge
@@ -44,7 +45,7 @@ class Unauthorized(Exception):
     pass
 
 
-def _customer() -> Customer:
+def _customer() -> ApiCustomer:
     customer = api_customer()
     if customer is None:
         raise Unauthorized()
@@ -76,7 +77,7 @@ def list_orders() -> Response:
     """The customer's orders, newest first; ``?idempotency_key=K`` finds the one a key placed (zero or one)."""
     customer = _customer()
     key = request.args.get("idempotency_key")
-    return _json([order.to_json() for order in orders_of(customer.id, key)])
+    return _json([view_of(order).to_json() for order in orders_of(customer.id, key)])
 
 
 @bp.get("/orders/<order_id>")
@@ -85,10 +86,10 @@ def get_order(order_id: str) -> Response:
     order = order_of(customer.id, order_id)
     if order is None:
         return problem(404, "Not found", "No such order for this customer.")
-    return _json(order.to_json())
+    return _json(view_of(order).to_json())
 
 
-def api_fingerprint(order: ValidOrder) -> str:
+def api_fingerprint(order: ParsedOrder) -> str:
     """The fingerprint of an order request: also what tests use to play a worker that claimed a key."""
     return fingerprint(fingerprint_secret(), "POST", API_ENDPOINT, order.normalized())
 
@@ -118,23 +119,22 @@ def create_order() -> Response:
     body, refused = _read_json()
     if refused is not None:
         return refused
-    valid, errors = validate_order(body)
-    if valid is None:
+    parsed, errors = parse_order(body)
+    if parsed is None:
         # Nothing is stored: the client may fix the body and reuse the key.
         return problem(422, "Invalid order", "Some fields are invalid.", errors=errors)
 
     order_request = OrderRequest(
         customer_id=customer.id,
         idempotency_key=key,
-        email=valid.email,
-        card_number=valid.card_number,
-        currency=valid.currency,
-        lines=valid.lines,
+        email=parsed.email,
+        card_number=parsed.card_number,
+        items=parsed.items,
     )
     wait = preferred_wait()
     outcome = run(
         Scope(customer.public_id, API_ENDPOINT, key),
-        api_fingerprint(valid),
+        api_fingerprint(parsed),
         PlaceOrder(order_request, ApiResponder(), gateway()).phases(),
         settings=idempotency_settings(),
         wait_seconds=wait,

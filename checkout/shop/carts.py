@@ -25,6 +25,7 @@ from checkout.shop.models import MAX_QUANTITY, Cart, CartKey, CartLine, Customer
 from checkout.transactions import writing
 
 SESSION_CART = "cart"
+CURRENCY = "USD"  # the catalog's one currency
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,7 @@ class CartView:
     public_id: str
     version: int
     items: tuple[CartItem, ...]
-    currency: str = "USD"
+    currency: str = CURRENCY
 
     @property
     def total_cents(self) -> int:

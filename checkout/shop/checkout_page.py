@@ -199,7 +199,6 @@ def pay() -> ResponseReturnValue:
         idempotency_key=key,
         email=email,
         card_number=card_number,
-        currency=CURRENCY,
         cart=CartVersion(cart.id, version, expected_total) if cart is not None else None,
     )
     outcome = run(

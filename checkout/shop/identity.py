@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import sqlalchemy as sa
 from flask import request, session
 
@@ -40,10 +42,20 @@ def browser_customer_id() -> int:
     return customer_id
 
 
-def api_customer() -> Customer | None:
+@dataclass(frozen=True)
+class ApiCustomer:
+    id: int
+    public_id: str
+
+
+_BY_TOKEN = sa.select(Customer.id, Customer.public_id).where(Customer.token_hash == sa.bindparam("_hash"))
+
+
+def api_customer() -> ApiCustomer | None:
     """The customer whose bearer token the request carries, if any."""
     header = request.headers.get("Authorization", "")
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         return None
-    return db.session.scalars(sa.select(Customer).where(Customer.token_hash == hash_token(token.strip()))).first()
+    row = db.session.execute(_BY_TOKEN, {"_hash": hash_token(token.strip())}).first()
+    return ApiCustomer(row.id, row.public_id) if row is not None else None

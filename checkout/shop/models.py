@@ -135,26 +135,10 @@ class Order(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, onupdate=utcnow)
 
-    customer: Mapped[Customer] = relationship(lazy="joined")
+    customer: Mapped[Customer] = relationship()
     items: Mapped[list[OrderItem]] = relationship(
         back_populates="order", lazy="selectin", order_by="OrderItem.id", cascade="all, delete-orphan"
     )
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "id": self.public_id,
-            "status": self.status,
-            "items": [
-                {"sku": item.sku, "quantity": item.quantity, "unit_price_cents": item.unit_price_cents}
-                for item in self.items
-            ],
-            "total_cents": self.total_cents,
-            "currency": self.currency,
-            "email": self.email,
-            "card_last4": self.card_last4,
-            "charge_id": self.charge_id,
-            "created_at": self.created_at.isoformat().replace("+00:00", "Z"),
-        }
 
 
 class OrderItem(Base):

@@ -21,15 +21,16 @@ import enum
 from dataclasses import dataclass
 
 import sqlalchemy as sa
-from sqlalchemy.exc import IntegrityError
 
-from checkout.extensions import db
 from checkout.gateway import CardDeclined, Charge, Gateway, GatewayTimeout, GatewayUnavailable, KeyVoided
 from checkout.idempotency import STARTED, Complete, MoveTo, Operation, Phase, Refuse, RetryLater, Step, StoredResponse
-from checkout.shop import carts
+from checkout.shop import carts, orders
 from checkout.shop.lines import Line, total_of
-from checkout.shop.models import DECLINED, FAILED, PAID, PENDING, Order, OrderItem, public_id
+from checkout.shop.models import DECLINED, FAILED, PAID, PENDING, public_id
+from checkout.shop.orders import OrderView
+from checkout.shop.parsing import RequestedLine
 from checkout.shop.responders import Responder
+from checkout.shop.validation import price
 from checkout.transactions import reading
 
 ORDER_CREATED = "order_created"
@@ -64,25 +65,8 @@ class OrderRequest:
     idempotency_key: str
     email: str
     card_number: str  # digits only; never stored, only handed to the gateway
-    currency: str
-    lines: tuple[Line, ...] = ()  # the API's validated lines; a browser's come from its cart version
-    cart: CartVersion | None = None
-
-
-@dataclass(frozen=True)
-class OrderFacts:
-    """What the gateway call needs, copied out of a transaction (no ORM object crosses the call)."""
-
-    id: int
-    public_id: str
-    gateway_key: str
-    total_cents: int
-    currency: str
-    status: str
-
-    @classmethod
-    def of(cls, order: Order) -> OrderFacts:
-        return cls(order.id, order.public_id, order.gateway_key, order.total_cents, order.currency, order.status)
+    items: tuple[RequestedLine, ...] = ()  # the API's lines as sent, priced inside the claim
+    cart: CartVersion | None = None  # a browser pays for one version of its cart
 
 
 @dataclass(frozen=True)
@@ -104,10 +88,10 @@ def gateway_key_for(order_public_id: str) -> str:
     return f"charge-{order_public_id}"
 
 
-def find_order(customer_id: int, idempotency_key: str) -> Order | None:
-    return db.session.scalars(
-        sa.select(Order).where(Order.customer_id == customer_id, Order.idempotency_key == idempotency_key)
-    ).first()
+def find_order(customer_id: int, idempotency_key: str) -> OrderView | None:
+    return orders.load(
+        sa.and_(orders.orders.c.customer_id == customer_id, orders.orders.c.idempotency_key == idempotency_key)
+    )
 
 
 class PlaceOrder:
@@ -117,7 +101,7 @@ class PlaceOrder:
         self.request = request
         self.respond = respond
         self.gateway = gateway
-        self.order: OrderFacts | None = None
+        self.order: OrderView | None = None
 
     def phases(self) -> dict[str, Phase]:
         return {
@@ -127,10 +111,14 @@ class PlaceOrder:
 
     # -- started: inside the claim's transaction ------------------------------------
 
-    def _lines(self) -> tuple[Line, ...]:
+    def _lines(self) -> tuple[tuple[Line, ...], str]:
+        """What is being paid for, at today's prices, and its currency (read inside the claim)."""
         cart = self.request.cart
         if cart is None:
-            return self.request.lines
+            priced, errors = price(self.request.items)
+            if priced is None:
+                raise Refuse(self.respond.invalid(errors))  # nothing is stored: the client may fix the body
+            return priced.lines, priced.currency
         lines = carts.lines_of_version(cart.cart_id, cart.version)
         if lines is None:
             raise Refuse(self.respond.out_of_date("Your cart changed after this page was shown."))
@@ -138,11 +126,11 @@ class PlaceOrder:
             raise Refuse(self.respond.out_of_date("Your cart is empty."))
         if total_of(lines) != cart.expected_total_cents:
             raise Refuse(self.respond.out_of_date("A price changed after this page was shown."))
-        return lines
+        return lines, carts.CURRENCY
 
     def create_order(self, operation: Operation, _nothing: None) -> Step:
-        lines = self._lines()
-        order, created = _insert_order(self.request, lines)
+        lines, currency = self._lines()
+        order, created = _insert_order(self.request, lines, currency)
         operation.reference = order.public_id
         if not created:
             # The orders' own unique constraints found it: the key's record was purged (a late retry),
@@ -154,22 +142,21 @@ class PlaceOrder:
         operation.note(PaymentEvent.ORDER_CREATED, order_id=order.public_id)
         # Written in the transaction that precedes the call: the worker named here makes it next.
         operation.note(PaymentEvent.GATEWAY_CALLED, order_id=order.public_id, gateway_key=order.gateway_key)
-        self.order = OrderFacts.of(order)
+        self.order = order
         return MoveTo(ORDER_CREATED)
 
     # -- order_created: the gateway, with no transaction open, then one transaction ---
 
-    def _facts(self, operation: Operation) -> OrderFacts:
-        if self.order is not None:
-            return self.order
-        with reading():  # resumed: read the order, and end the read before the gateway call
-            order = find_order(self.request.customer_id, self.request.idempotency_key)
-            if order is None:
+    def _order(self, operation: Operation) -> OrderView:
+        if self.order is None:
+            with reading():  # resumed: read the order, and end the read before the gateway call
+                self.order = find_order(self.request.customer_id, self.request.idempotency_key)
+            if self.order is None:
                 raise RuntimeError(f"recovery point {operation.recovery_point} but no order")
-            return OrderFacts.of(order)
+        return self.order
 
     def charge(self, operation: Operation) -> GatewayAnswer:
-        order = self._facts(operation)
+        order = self._order(operation)
         if order.status != PENDING:
             return ALREADY_FINAL  # finished meanwhile (reconcile, or the gateway's webhook)
         try:
@@ -199,83 +186,70 @@ class PlaceOrder:
         return GatewayAnswer.of(charge)
 
     def record_answer(self, operation: Operation, answer: GatewayAnswer) -> Step:
-        assert self.order is not None or operation.reference is not None
-        public = self.order.public_id if self.order else operation.reference
-        order = db.session.scalars(sa.select(Order).where(Order.public_id == public)).one()
-        return finish(operation, order, answer, self.respond)
+        return finish(operation, self._order(operation), answer, self.respond)
 
 
-def _insert_order(request: OrderRequest, lines: tuple[Line, ...]) -> tuple[Order, bool]:
+def _insert_order(request: OrderRequest, lines: tuple[Line, ...], currency: str) -> tuple[OrderView, bool]:
     """Insert the order; if its key or its cart version already has one, return that one instead."""
     order_id = public_id("ord")
-    order = Order(
-        public_id=order_id,
-        gateway_key=gateway_key_for(order_id),
-        customer_id=request.customer_id,
-        idempotency_key=request.idempotency_key,
-        cart_id=request.cart.cart_id if request.cart else None,
-        cart_version=request.cart.version if request.cart else None,
-        email=request.email,
-        card_last4=request.card_number[-4:],
-        total_cents=total_of(lines),
-        currency=request.currency,
-        status=PENDING,
-        items=[
-            OrderItem(sku=line.sku, name=line.name, quantity=line.quantity, unit_price_cents=line.unit_price_cents)
-            for line in lines
-        ],
+    created = orders.insert(
+        {
+            "public_id": order_id,
+            "gateway_key": gateway_key_for(order_id),
+            "customer_id": request.customer_id,
+            "idempotency_key": request.idempotency_key,
+            "cart_id": request.cart.cart_id if request.cart else None,
+            "cart_version": request.cart.version if request.cart else None,
+            "email": request.email,
+            "card_last4": request.card_number[-4:],
+            "total_cents": total_of(lines),
+            "currency": currency,
+        },
+        lines,
     )
-    try:
-        with db.session.begin_nested():
-            db.session.add(order)
-            db.session.flush()
-    except IntegrityError:
-        existing = find_order(request.customer_id, request.idempotency_key)
-        if existing is None and request.cart is not None:
-            existing = db.session.scalars(
-                sa.select(Order).where(
-                    Order.cart_id == request.cart.cart_id, Order.cart_version == request.cart.version
-                )
-            ).first()
-        if existing is None:
-            raise
-        return existing, False
-    return order, True
+    if created is not None:
+        return created, True
+    existing = find_order(request.customer_id, request.idempotency_key)
+    if existing is None and request.cart is not None:
+        existing = orders.load(
+            sa.and_(
+                orders.orders.c.cart_id == request.cart.cart_id, orders.orders.c.cart_version == request.cart.version
+            )
+        )
+    if existing is None:
+        raise RuntimeError("an order's unique constraint refused the insert, but no such order exists")
+    return existing, False
 
 
-def finish(operation: Operation, order: Order, answer: GatewayAnswer, respond: Responder) -> Step:
+def finish(operation: Operation, order: OrderView, answer: GatewayAnswer, respond: Responder) -> Step:
     """Record the gateway's answer on the order and complete the operation (inside its owned transaction).
 
     The update is conditional on the order still being pending: whoever comes
     first (this worker, reconcile, a webhook) ends it; the others change nothing.
     """
     status = {"succeeded": PAID, "declined": DECLINED, "voided": FAILED}.get(answer.status)
-    if status is not None and order.status == PENDING:
-        changed = db.session.execute(
-            sa.update(Order)
-            .where(Order.id == order.id, Order.status == PENDING)
-            .values(status=status, charge_id=answer.charge_id if status != FAILED else None)
-            .returning(Order.id)
-        ).first()
-        db.session.refresh(order)
-        if changed is not None:
-            _settle_cart(order)
-            event = {PAID: PaymentEvent.CHARGED, DECLINED: PaymentEvent.DECLINED, FAILED: PaymentEvent.VOIDED}[status]
-            operation.note(event, order_id=order.public_id, charge_id=answer.charge_id)
-    return Complete(answer_for(order, respond))
+    ended = orders.end_pending(order, status, answer.charge_id if status != FAILED else None) if status else None
+    if ended is None:
+        ended = orders.by_public_id(order.public_id)  # already final: answer with what it is
+        assert ended is not None
+    else:
+        _settle_cart(ended)
+        event = {PAID: PaymentEvent.CHARGED, DECLINED: PaymentEvent.DECLINED, FAILED: PaymentEvent.VOIDED}[ended.status]
+        operation.note(event, order_id=ended.public_id, charge_id=answer.charge_id)
+    return Complete(answer_for(ended, respond))
 
 
-def _settle_cart(order: Order) -> None:
+def _settle_cart(order: OrderView) -> None:
     if order.cart_id is None or order.cart_version is None:
         return
     if order.status == PAID:
         if not carts.close_paid_version(order.cart_id, order.cart_version):
-            db.session.execute(sa.update(Order).where(Order.id == order.id).values(cart_moved_on=True))
+            orders.mark_cart_moved_on(order)
     else:
         carts.retire_version(order.cart_id, order.cart_version)
 
 
-def answer_for(order: Order, respond: Responder) -> StoredResponse:
+def answer_for(order: OrderView, respond: Responder) -> StoredResponse:
     """The endpoint's answer for an order that already has its outcome."""
     if order.status == PAID:
         return respond.paid(order)

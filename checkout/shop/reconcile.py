@@ -21,12 +21,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import sqlalchemy as sa
-
-from checkout.extensions import db
 from checkout.gateway import Gateway
 from checkout.idempotency import Event, LeaseLost, RecordView, Settings, abandoned, take_over
-from checkout.shop.models import Order
+from checkout.shop import orders
+from checkout.shop.orders import OrderView
 from checkout.shop.placement import GatewayAnswer, PaymentEvent, finish
 from checkout.shop.responders import RESPONDERS
 from checkout.transactions import reading
@@ -50,13 +48,10 @@ class Reconciled:
         return " ".join(parts)
 
 
-def _order_facts(reference: str) -> tuple[str, str] | None:
-    """(public id, gateway key) of the record's order; the read ends before the gateway is asked."""
+def _order_of(reference: str) -> OrderView | None:
+    """The record's order; the read ends before the gateway is asked."""
     with reading():
-        row = db.session.execute(
-            sa.select(Order.public_id, Order.gateway_key).where(Order.public_id == reference)
-        ).first()
-        return (row[0], row[1]) if row else None
+        return orders.by_public_id(reference)
 
 
 def reconcile_one(view: RecordView, gateway: Gateway, settings: Settings) -> Reconciled:
@@ -69,21 +64,21 @@ def reconcile_one(view: RecordView, gateway: Gateway, settings: Settings) -> Rec
     if operation is None:
         return skipped  # a client's retry got there first: it will finish it
     try:
-        facts = _order_facts(operation.reference) if operation.reference else None
-        if facts is None:
+        order = _order_of(operation.reference) if operation.reference else None
+        if order is None:
             operation.discard("abandoned before an order existed")
             return Reconciled(scope.key, scope.endpoint, scope.customer, "restarted")
-        order_id, gateway_key = facts
         # The fence: from here on, no charge can land under this key unless it already has.
-        charge = gateway.void(gateway_key=gateway_key, reference=order_id)
+        charge = gateway.void(gateway_key=order.gateway_key, reference=order.public_id)
         with operation.owned():
-            order = db.session.scalars(sa.select(Order).where(Order.public_id == order_id)).one()
-            operation.note(PaymentEvent.RECONCILED, order_id=order_id, gateway_says=charge.status)
+            operation.note(PaymentEvent.RECONCILED, order_id=order.public_id, gateway_says=charge.status)
             operation.apply(finish(operation, order, GatewayAnswer.of(charge), respond))
-            outcome, charge_id = order.status, order.charge_id
+        ended = orders.by_public_id(order.public_id)
+        assert ended is not None
+        outcome, charge_id = ended.status, ended.charge_id
     except LeaseLost:
         return skipped  # a client's retry took it over meanwhile: it will finish it
-    return Reconciled(scope.key, scope.endpoint, scope.customer, outcome, order_id, charge_id)
+    return Reconciled(scope.key, scope.endpoint, scope.customer, outcome, order.public_id, charge_id)
 
 
 def reconcile(gateway: Gateway, settings: Settings) -> list[Reconciled]:

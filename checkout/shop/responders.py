@@ -10,35 +10,37 @@ from typing import Any, Protocol
 
 from checkout.idempotency import StoredResponse
 from checkout.problems import json_bytes, problem
-from checkout.shop.models import Order
+from checkout.shop.orders import OrderView
 
 API_ENDPOINT = "POST /api/orders"
 BROWSER_ENDPOINT = "POST /checkout"
 
 
 class Responder(Protocol):
-    def paid(self, order: Order) -> StoredResponse: ...
+    def paid(self, order: OrderView) -> StoredResponse: ...
 
-    def declined(self, order: Order) -> StoredResponse: ...
+    def declined(self, order: OrderView) -> StoredResponse: ...
 
-    def abandoned(self, order: Order) -> StoredResponse: ...
+    def abandoned(self, order: OrderView) -> StoredResponse: ...
 
     def out_of_date(self, reason: str) -> StoredResponse: ...
 
-    def in_progress(self, order: Order) -> StoredResponse: ...
+    def in_progress(self, order: OrderView) -> StoredResponse: ...
+
+    def invalid(self, errors: dict[str, list[str]]) -> StoredResponse: ...
 
 
 class ApiResponder:
     """JSON, stored byte for byte and replayed as it is."""
 
-    def paid(self, order: Order) -> StoredResponse:
+    def paid(self, order: OrderView) -> StoredResponse:
         return StoredResponse(
             201,
             {"Content-Type": "application/json", "Location": f"/api/orders/{order.public_id}"},
             json_bytes(order.to_json()),
         )
 
-    def declined(self, order: Order) -> StoredResponse:
+    def declined(self, order: OrderView) -> StoredResponse:
         return self._problem(
             402,
             "Card declined",
@@ -47,7 +49,7 @@ class ApiResponder:
             order_id=order.public_id,
         )
 
-    def abandoned(self, order: Order) -> StoredResponse:
+    def abandoned(self, order: OrderView) -> StoredResponse:
         return self._problem(
             402,
             "Payment not completed",
@@ -60,7 +62,7 @@ class ApiResponder:
     def out_of_date(self, reason: str) -> StoredResponse:
         return self._problem(422, "Order out of date", reason, "order-out-of-date")
 
-    def in_progress(self, order: Order) -> StoredResponse:
+    def in_progress(self, order: OrderView) -> StoredResponse:
         return self._problem(
             409,
             "Request in progress",
@@ -68,6 +70,9 @@ class ApiResponder:
             "idempotency-request-in-progress",
             order_id=order.public_id,
         )
+
+    def invalid(self, errors: dict[str, list[str]]) -> StoredResponse:
+        return self._problem(422, "Invalid order", "Some fields are invalid.", "validation-error", errors=errors)
 
     @staticmethod
     def _problem(status: int, title: str, detail: str, type_: str, **extra: Any) -> StoredResponse:
@@ -98,20 +103,23 @@ class BrowserOutcome:
 
 
 class BrowserResponder:
-    def paid(self, order: Order) -> StoredResponse:
+    def paid(self, order: OrderView) -> StoredResponse:
         return BrowserOutcome("paid", order.public_id).stored(303)
 
-    def declined(self, order: Order) -> StoredResponse:
+    def declined(self, order: OrderView) -> StoredResponse:
         return BrowserOutcome("declined", order.public_id).stored(402)
 
-    def abandoned(self, order: Order) -> StoredResponse:
+    def abandoned(self, order: OrderView) -> StoredResponse:
         return BrowserOutcome("abandoned", order.public_id).stored(402)
 
     def out_of_date(self, reason: str) -> StoredResponse:
         return BrowserOutcome("out_of_date", reason=reason).stored(422)
 
-    def in_progress(self, order: Order) -> StoredResponse:
+    def in_progress(self, order: OrderView) -> StoredResponse:
         return BrowserOutcome("in_progress", order.public_id, key=order.idempotency_key).stored(202)
+
+    def invalid(self, errors: dict[str, list[str]]) -> StoredResponse:
+        return BrowserOutcome("out_of_date", reason="Something in your cart is no longer sold.").stored(422)
 
 
 RESPONDERS: dict[str, Responder] = {API_ENDPOINT: ApiResponder(), BROWSER_ENDPOINT: BrowserResponder()}

@@ -1,0 +1,153 @@
+"""Orders as plain values: inserted, read, moved from pending to an outcome, and turned into JSON.
+
+The payment's phases work with ``OrderView`` values and Core statements, not
+ORM objects: a value copied out of a transaction can cross the gateway call
+safely (nothing reloads behind our back), and the hot path skips the ORM's
+unit of work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from checkout.database import insert_ignoring_conflicts, utcnow
+from checkout.extensions import db
+from checkout.shop.lines import Line
+from checkout.shop.models import PENDING, Order, OrderItem
+
+orders = Order.__table__
+order_items = OrderItem.__table__
+
+
+@dataclass(frozen=True)
+class OrderView:
+    id: int
+    public_id: str
+    customer_id: int
+    idempotency_key: str | None
+    cart_id: int | None
+    cart_version: int | None
+    gateway_key: str
+    status: str
+    email: str
+    card_last4: str
+    total_cents: int
+    currency: str
+    charge_id: str | None
+    created_at: datetime
+    items: tuple[Line, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.public_id,
+            "status": self.status,
+            "items": [
+                {"sku": item.sku, "quantity": item.quantity, "unit_price_cents": item.unit_price_cents}
+                for item in self.items
+            ],
+            "total_cents": self.total_cents,
+            "currency": self.currency,
+            "email": self.email,
+            "card_last4": self.card_last4,
+            "charge_id": self.charge_id,
+            "created_at": self.created_at.isoformat().replace("+00:00", "Z"),
+        }
+
+
+_COLUMNS = [
+    orders.c.id,
+    orders.c.public_id,
+    orders.c.customer_id,
+    orders.c.idempotency_key,
+    orders.c.cart_id,
+    orders.c.cart_version,
+    orders.c.gateway_key,
+    orders.c.status,
+    orders.c.email,
+    orders.c.card_last4,
+    orders.c.total_cents,
+    orders.c.currency,
+    orders.c.charge_id,
+    orders.c.created_at,
+]
+
+
+# Built once, executed with parameters (the payment runs them on every request).
+_INSERT_ITEMS = sa.insert(order_items)
+_END_PENDING = (
+    sa.update(orders).where(orders.c.id == sa.bindparam("_id"), orders.c.status == PENDING).returning(*_COLUMNS)
+)
+_ITEMS = (
+    sa.select(order_items.c.sku, order_items.c.name, order_items.c.quantity, order_items.c.unit_price_cents)
+    .where(order_items.c.order_id == sa.bindparam("_order_id"))
+    .order_by(order_items.c.id)
+)
+
+
+def _view(row: sa.Row[Any], items: Sequence[Line]) -> OrderView:
+    return OrderView(**{column.name: row._mapping[column] for column in _COLUMNS}, items=tuple(items))
+
+
+def _items_of(order_id: int) -> list[Line]:
+    rows = db.session.execute(_ITEMS, {"_order_id": order_id}).all()
+    return [Line(*row) for row in rows]
+
+
+def load(where: sa.ColumnElement[bool]) -> OrderView | None:
+    row = db.session.execute(sa.select(*_COLUMNS).where(where)).first()
+    return _view(row, _items_of(row.id)) if row is not None else None
+
+
+def by_public_id(public_id: str) -> OrderView | None:
+    return load(orders.c.public_id == public_id)
+
+
+def view_of(order: Order) -> OrderView:
+    """The value of an ORM order a page has loaded (its JSON is built the same way)."""
+    return OrderView(
+        **{column.name: getattr(order, column.key) for column in _COLUMNS},
+        items=tuple(Line(i.sku, i.name, i.quantity, i.unit_price_cents) for i in order.items),
+    )
+
+
+def insert(values: dict[str, Any], lines: Sequence[Line]) -> OrderView | None:
+    """Insert a pending order and its lines; None if one of the orders' unique constraints says it exists."""
+    now = utcnow()
+    row = db.session.execute(
+        insert_ignoring_conflicts(orders, db.session).returning(*_COLUMNS),
+        {**values, "status": PENDING, "cart_moved_on": False, "unsafe": False, "created_at": now, "updated_at": now},
+    ).first()
+    if row is None:
+        return None
+    db.session.execute(
+        _INSERT_ITEMS,
+        [
+            {
+                "order_id": row.id,
+                "sku": line.sku,
+                "name": line.name,
+                "quantity": line.quantity,
+                "unit_price_cents": line.unit_price_cents,
+            }
+            for line in lines
+        ],
+    )
+    return _view(row, lines)
+
+
+def end_pending(order: OrderView, status: str, charge_id: str | None) -> OrderView | None:
+    """Move a pending order to its outcome; None if it was no longer pending (someone else ended it first)."""
+    row = db.session.execute(
+        _END_PENDING, {"_id": order.id, "status": status, "charge_id": charge_id, "updated_at": utcnow()}
+    ).first()
+    return replace(order, status=row.status, charge_id=row.charge_id) if row is not None else None
+
+
+def mark_cart_moved_on(order: OrderView) -> None:
+    """Paid after the shopper changed the cart: the checkout will say this earlier payment went through."""
+    db.session.execute(sa.update(orders).where(orders.c.id == order.id).values(cart_moved_on=True))
