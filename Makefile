@@ -6,7 +6,7 @@ FLASK := $(BIN)/flask --app checkout
 HOST ?= 127.0.0.1
 PORT ?= 5000
 
-.PHONY: install run serve test lint migrate seed browser screenshots mass clean
+.PHONY: install run serve test lint bench migrate seed browser screenshots mass clean
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -50,6 +50,10 @@ screenshots: install browser
 	@fc-list 2>/dev/null | grep -qi emoji || { command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ] && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fonts-noto-color-emoji >/dev/null; } || true
 	$(BIN)/python scripts/screenshots.py
+
+## What the protection costs: protected vs unsafe vs replay, 1M records, the storm (SQLite, then PostgreSQL).
+bench: install
+	$(BIN)/python scripts/bench.py $(BENCH_ARGS)
 
 ## 1000 payments through injected faults against a running shop (make run first); MASS_ARGS=--unsafe
 mass: install

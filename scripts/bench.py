@@ -830,6 +830,13 @@ def bench_backend(backend: str, postgres_url: str, options: argparse.Namespace, 
                 results["side_by_side_ratios"] = side_by_side_ratios(results["side_by_side"])
                 print_side_by_side(results["side_by_side"], results["side_by_side_ratios"])
 
+                # One client: what each request costs on its own, with no queue for the CPU or SQLite's lock.
+                alone = max(options.requests // 2, 1)
+                say(f"\n  [1b] one client at a time, {alone} requests each, interleaved in batches of {options.batch}")
+                results["one_client"] = side_by_side(first, 1, alone, options.batch)
+                results["one_client_ratios"] = side_by_side_ratios(results["one_client"])
+                print_side_by_side(results["one_client"], results["one_client_ratios"])
+
                 say(f"\n  [2] replay cost vs stored records ({options.replays} replays of one key, one client)")
                 results["replay_by_table_size"] = replay_cost_by_table_size(
                     first, engine, table_sizes(options.records_max), options.replays
