@@ -55,6 +55,7 @@ def create_app(config: Mapping[str, Any] | None = None, *, instance_path: str | 
         app.extensions["checkout.gateway"] = Gateway(
             db.engine,
             slow_seconds=float(app.config["CHECKOUT_SLOW_CARD_SECONDS"]),
+            very_slow_seconds=float(app.config["CHECKOUT_VERY_SLOW_CARD_SECONDS"]),
             timeout_seconds=float(app.config["CHECKOUT_GATEWAY_TIMEOUT_SECONDS"]),
         )
 

@@ -129,15 +129,26 @@ def _describe(status: int, raw: bytes, headers: dict[str, str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m checkout.client", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--url", default="http://127.0.0.1:5000")
-    parser.add_argument("--token", default="demo-alice-token")
-    parser.add_argument("--sku", default="MUG-01")
-    parser.add_argument("--quantity", type=int, default=1)
-    parser.add_argument("--email", default="alice@example.com")
-    parser.add_argument("--card", default="4242 4242 4242 4242")
-    parser.add_argument("--key", help="reuse this Idempotency-Key (default: a new UUID4)")
-    parser.add_argument("--attempts", type=int, default=8)
+    parser = argparse.ArgumentParser(
+        prog="python -m checkout.client",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("--url", default="http://127.0.0.1:5000", help="the shop")
+    parser.add_argument("--token", default="demo-alice-token", help="the API token (Authorization: Bearer ...)")
+    parser.add_argument("--sku", default="MUG-01", help="the product to order")
+    parser.add_argument("--quantity", type=int, default=1, help="how many (1 to 99)")
+    parser.add_argument("--email", default="alice@example.com", help="the order's email")
+    parser.add_argument("--card", default="4242 4242 4242 4242", help="the card number (a test card: see the README)")
+    parser.add_argument(
+        "--key", default=None, help="reuse this Idempotency-Key instead of making a new UUID4 (a retry of a retry)"
+    )
+    parser.add_argument(
+        "--purchase",
+        default=None,
+        help="the purchase reference the lab counts money by, the same on every retry (default: a new UUID4)",
+    )
+    parser.add_argument("--attempts", type=int, default=8, help="give up after this many attempts")
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for each answer")
     parser.add_argument(
         "--wrong-way", action="store_true", help="WRONG WAY, for the workshop: a new key on every retry (charges twice)"
@@ -145,7 +156,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.wrong_way:
         print("!! wrong way: every retry gets a NEW Idempotency-Key; the server cannot tell retries apart")
-    body = {"items": [{"sku": args.sku, "quantity": args.quantity}], "email": args.email, "card_number": args.card}
+    body = {
+        "items": [{"sku": args.sku, "quantity": args.quantity}],
+        "email": args.email,
+        "card_number": args.card,
+        "purchase": args.purchase or f"client-{uuid.uuid4()}",
+    }
     result = place_order(
         args.url,
         args.token,

@@ -71,8 +71,11 @@ SETTINGS: dict[str, Setting] = {
     ),
     "CHECKOUT_KEY_LIFETIME_SECONDS": Setting(24 * 3600, _positive(int), "how long a completed key is replayed"),
     "CHECKOUT_LEASE_SECONDS": Setting(30.0, _positive(float), "how long a worker owns an operation in progress"),
-    "CHECKOUT_GATEWAY_TIMEOUT_SECONDS": Setting(10.0, _positive(float), "how long the shop waits for the gateway"),
+    "CHECKOUT_GATEWAY_TIMEOUT_SECONDS": Setting(25.0, _positive(float), "how long the shop waits for the gateway"),
     "CHECKOUT_SLOW_CARD_SECONDS": Setting(3.0, _positive(float), "how long the slow test card takes"),
+    "CHECKOUT_VERY_SLOW_CARD_SECONDS": Setting(
+        20.0, _positive(float), "how long the very slow test card takes (time to kill a worker by hand)"
+    ),
     "CHECKOUT_BROWSER_WAIT_SECONDS": Setting(
         8.0, _positive(float), "how long a duplicate browser submit waits for the first"
     ),

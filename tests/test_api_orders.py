@@ -202,7 +202,7 @@ def test_orders_are_listed_newest_first(client: FlaskClient) -> None:
 
 def test_products_are_listed_with_prices_in_cents(client: FlaskClient) -> None:
     products = client.get("/api/products").get_json()
-    assert len(products) == 10
+    assert len(products) == 11
     assert products[0] == {"sku": "MUG-01", "name": "Idempotent Mug", "price_cents": 1400, "currency": "USD"}
 
 

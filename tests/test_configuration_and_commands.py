@@ -64,7 +64,7 @@ def test_with_the_lab_off_every_lab_route_is_404(client, app_overrides: dict[str
 
 def test_seed_is_safe_to_run_twice(runner: FlaskCliRunner, client) -> None:
     assert "0 new products" in runner.invoke(args=["seed"]).output
-    assert len(client.get("/api/products").get_json()) == 10
+    assert len(client.get("/api/products").get_json()) == 11
 
 
 def test_purge_removes_expired_completed_records_only(app, client, runner: FlaskCliRunner, ledger: Ledger) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import urllib.request
 from typing import Any
 from urllib.parse import urlencode
 
@@ -10,7 +11,16 @@ import pytest
 from flask.testing import FlaskClient
 
 from tests.conftest import LiveServer
-from tests.helpers import ALICE, SLOW_CARD, add_to_cart, browser_with_cart, form_fields, order_body, race
+from tests.helpers import (
+    ALICE,
+    SLOW_CARD,
+    add_to_cart,
+    browser_with_cart,
+    checkout_fields,
+    form_fields,
+    order_body,
+    race,
+)
 
 
 def test_the_ledger_lists_records_orders_charges_and_events_newest_first(client: FlaskClient) -> None:
@@ -53,7 +63,7 @@ def test_a_double_submit_on_the_unsafe_checkout_charges_twice_and_the_lab_shows_
     assert len(ledger["orders"]) == 2
     assert len([c for c in ledger["charges"] if c["status"] == "succeeded"]) == 2
     assert all(o["idempotency_key"] is None for o in ledger["orders"])
-    assert 'data-testid="charged-twice">$14.00<' in browser.open(f"{live_server.url}/lab").read().decode()
+    assert 'data-testid="charged-more-than-once">$14.00<' in browser.open(f"{live_server.url}/lab").read().decode()
 
 
 def test_the_safe_checkout_offers_the_unsafe_switch_while_the_lab_is_on(client: FlaskClient) -> None:
@@ -89,3 +99,124 @@ def test_production_turns_the_lab_off(monkeypatch: pytest.MonkeyPatch, tmp_path:
     )
     assert app.config["CHECKOUT_LAB"] is False
     assert app.test_client().get("/api/lab/ledger").status_code == 404
+
+
+@pytest.mark.slow
+def test_the_damage_table_counts_the_wrong_way_clients_extra_charges_exactly_per_purchase(
+    live_server: LiveServer,
+) -> None:
+    from checkout import client as retry_client
+
+    body = {**order_body(card="4000 0000 0000 0259"), "purchase": "wrong-way-purchase-1"}
+    wrong = retry_client.place_order(
+        live_server.url, "demo-alice-token", body, wrong_way=True, max_attempts=4, base_delay=0.01, max_delay=0.02
+    )
+    right = retry_client.place_order(
+        live_server.url, "demo-alice-token", {**body, "purchase": "right-way-purchase-1"}, base_delay=0.01
+    )
+    assert [a.status for a in wrong.attempts] == [503, 503, 503, 503]  # every new key is a new charge, lost again
+    assert right.status == 201
+    price = 2 * 1400 + 500
+
+    def damage(prefix: str) -> dict[str, Any]:
+        return json.loads(urllib.request.urlopen(f"{live_server.url}/api/lab/damage?purchase_prefix={prefix}").read())
+
+    wrong_way = damage("wrong-way-")["totals"]
+    assert wrong_way["purchases"] == 1
+    assert wrong_way["charged_cents"] == 4 * price
+    assert wrong_way["charged_more_than_once_cents"] == 3 * price
+    assert damage("right-way-")["totals"] == {
+        "purchases": 1,
+        "ordered_cents": price,
+        "charged_cents": price,
+        "charged_more_than_once_cents": 0,
+        "never_charged_cents": 0,
+        "exact": True,
+    }
+
+
+def test_a_purchase_the_client_gave_up_on_is_counted_as_never_charged(client: FlaskClient) -> None:
+    key = "abandoned-purchase-key-1"
+    body = {**order_body(card="4000 0000 0000 0119"), "purchase": "given-up-1"}
+    assert client.post("/api/orders", json=body, headers={**ALICE, "Idempotency-Key": key}).status_code == 503
+    totals = client.get("/api/lab/damage?purchase_prefix=given-up-").get_json()["totals"]
+    assert (totals["ordered_cents"], totals["charged_cents"], totals["never_charged_cents"]) == (3300, 0, 3300)
+
+
+def test_the_lab_leads_with_this_browsers_latest_payment_and_the_time_between_its_steps(client: FlaskClient) -> None:
+    add_to_cart(client)
+    fields = checkout_fields(client)
+    client.post("/checkout", data={**fields, "email": "s@example.com", "card_number": "4242424242424242"})
+    other = client.application.test_client()  # another browser's payment comes later
+    add_to_cart(other)
+    other.post(
+        "/checkout", data={**checkout_fields(other), "email": "o@example.com", "card_number": "4242424242424242"}
+    )
+    page = client.get("/lab").get_data(as_text=True)
+    focus = page[page.index('data-testid="focus"') :]
+    assert "Your latest payment" in focus
+    assert fields["idempotency_key"][:13] in focus[:600]
+    assert "+0" in focus  # each step says how long after the one before it came
+    assert 'http-equiv="refresh"' not in page
+
+
+def test_the_lab_updates_in_place_from_its_live_part(client: FlaskClient) -> None:
+    post_order_as_alice = client.post("/api/orders", json=order_body(), headers={**ALICE, "Idempotency-Key": "l" * 20})
+    assert post_order_as_alice.status_code == 201
+    live = client.get("/lab/live")
+    assert live.status_code == 200
+    html = live.get_data(as_text=True)
+    assert "<html" not in html and 'data-testid="damage"' in html and 'data-testid="counter-replays"' in html
+    assert 'data-live-url="/lab/live"' in client.get("/lab").get_data(as_text=True)
+
+
+def test_the_lab_explains_each_counter(client: FlaskClient) -> None:
+    page = client.get("/lab").get_data(as_text=True)
+    for meaning in ("stored answer back", "while the first request was still running", "different body"):
+        assert meaning in page
+
+
+def test_the_button_guard_switch_is_for_this_browser_only(client: FlaskClient) -> None:
+    add_to_cart(client)
+    assert 'data-button-guard="on"' in client.get("/checkout").get_data(as_text=True)
+    token = form_fields(client.get("/lab").get_data(as_text=True), form_id=None)["csrf_token"]
+    assert client.post("/lab/button-guard", data={"csrf_token": token, "guard": "off"}).status_code == 303
+    assert 'data-button-guard="off"' in client.get("/checkout").get_data(as_text=True)
+    other = client.application.test_client()
+    add_to_cart(other)
+    assert 'data-button-guard="on"' in other.get("/checkout").get_data(as_text=True)
+    client.post("/lab/button-guard", data={"csrf_token": token, "guard": "on"})
+    assert 'data-button-guard="on"' in client.get("/checkout").get_data(as_text=True)
+
+
+def test_reconcile_now_in_the_lab_finishes_an_abandoned_payment(app: Any, client: FlaskClient) -> None:
+    from tests.helpers import Ledger, age_every_record
+
+    add_to_cart(client)
+    fields = checkout_fields(client)
+    client.post("/checkout", data={**fields, "email": "s@example.com", "card_number": "4000 0000 0000 0259"})
+    age_every_record(app)
+    token = form_fields(client.get("/lab").get_data(as_text=True), form_id=None)["csrf_token"]
+    done = client.post("/lab/reconcile", data={"csrf_token": token}, follow_redirects=True)
+    assert "Reconcile finished" in done.get_data(as_text=True) and "paid" in done.get_data(as_text=True)
+    [order] = Ledger(app).orders()
+    assert order.status == "paid"
+
+
+def test_the_kill_button_says_why_it_will_not_kill_a_single_process_shop(app: Any, client: FlaskClient) -> None:
+    from tests.helpers import claim_as_a_dying_worker
+
+    token = form_fields(client.get("/").get_data(as_text=True), form_id=None)["csrf_token"]
+    nothing = client.post("/lab/kill-worker", data={"csrf_token": token, "key": "x" * 20}, follow_redirects=True)
+    assert "no payment with that key" in nothing.get_data(as_text=True)
+    with client.session_transaction() as session:
+        session["customer"] = "cus_demo_alice"  # this browser is alice, whose API payment is running
+    claim_as_a_dying_worker(app, "running-key-000000001")
+    from checkout.idempotency import Scope, peek
+    from checkout.lab import controls
+
+    with app.app_context():
+        record = peek(Scope("cus_demo_alice", "POST /api/orders", "running-key-000000001"))
+    assert record is not None
+    action, message = controls.kill_holder(record, under_gunicorn=False)
+    assert action == "none" and "single process" in message

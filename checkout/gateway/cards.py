@@ -36,6 +36,7 @@ class Behaviour(enum.Enum):
     UNAVAILABLE_ONCE = "unavailable once"  # first call for a gateway key fails before charging
     ANSWER_LOST_ONCE = "answer lost once"  # first call charges, then the answer is lost
     SLOW = "slow"
+    VERY_SLOW = "very slow"  # long enough to kill the worker by hand (exercise 5)
 
 
 TEST_CARDS: dict[str, tuple[Behaviour, str]] = {
@@ -44,6 +45,7 @@ TEST_CARDS: dict[str, tuple[Behaviour, str]] = {
     "4000000000000119": (Behaviour.UNAVAILABLE_ONCE, "gateway unavailable on the first try, then succeeds"),
     "4000000000000259": (Behaviour.ANSWER_LOST_ONCE, "charges, but the answer is lost on the first try"),
     "4000000000000077": (Behaviour.SLOW, "slow: the gateway takes a few seconds"),
+    "4000000000000093": (Behaviour.VERY_SLOW, "very slow: the gateway takes 20 seconds (exercise 5)"),
 }
 
 

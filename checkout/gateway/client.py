@@ -104,11 +104,19 @@ def _charge_from_row(row: GatewayCharge) -> Charge:
 
 
 class Gateway:
-    def __init__(self, engine: Engine, *, slow_seconds: float = 3.0, timeout_seconds: float = 10.0) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        slow_seconds: float = 3.0,
+        very_slow_seconds: float = 20.0,
+        timeout_seconds: float = 25.0,
+    ) -> None:
         self.engine = engine
         # The ledger's writes take SQLite's write lock up front (see checkout.database).
         self._writer = engine.execution_options(**{WRITE_OPTION: True})
         self.slow_seconds = slow_seconds
+        self.very_slow_seconds = very_slow_seconds
         self.timeout_seconds = timeout_seconds
 
     # -- the provider's interface ---------------------------------------
@@ -132,10 +140,11 @@ class Gateway:
         card = behaviour(digits)
         if card is Behaviour.UNAVAILABLE_ONCE and self._first_fault(gateway_key, "unavailable"):
             raise GatewayUnavailable("the gateway is unavailable; nothing was charged")
-        # The slow card spends half its delay before charging and half answering, so a
+        # The slow cards spend half their delay before charging and half answering, so a
         # worker can die (or stall) either before or after the charge exists.
-        delay = self.slow_seconds / 2 if card is Behaviour.SLOW else 0.0
-        answer_lost = card is Behaviour.SLOW and self.slow_seconds > self.timeout_seconds
+        slowness = {Behaviour.SLOW: self.slow_seconds, Behaviour.VERY_SLOW: self.very_slow_seconds}.get(card, 0.0)
+        delay = slowness / 2
+        answer_lost = slowness > self.timeout_seconds
         if delay:
             time.sleep(min(delay, self.timeout_seconds))
 

@@ -172,14 +172,17 @@ def _answer_existing(
     """What an existing record means for this request; None when a racing retry took the lease first."""
     scope = view.scope
     now = utcnow()
+    # A request is "received" once, at its first look; a duplicate that waited looks again later.
     if not _same_fingerprint(view.fingerprint, fingerprint):
         with writing(durable=False):
-            note(scope, Event.RECEIVED)
+            if first_look:
+                note(scope, Event.RECEIVED)
             note(scope, Event.MISMATCH)
         return Mismatch()
     if view.completed and view.response is not None:
         with writing(durable=False):
-            note(scope, Event.RECEIVED)
+            if first_look:
+                note(scope, Event.RECEIVED)
             note(scope, Event.REPLAYED, status=view.response.status)
         return Done(view.response, replayed=True, duplicates=view.duplicates)
     if view.lease_live:
@@ -193,7 +196,7 @@ def _answer_existing(
                 note(scope, Event.CONFLICT, retry_after=retry_after)
         return InProgress(retry_after, view.reference)
     # The lease expired (a crashed worker) or was released (an unknown outcome): take it over.
-    return take_over(view, settings, received=True)
+    return take_over(view, settings, received=first_look)
 
 
 def take_over(

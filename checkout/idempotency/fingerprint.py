@@ -1,9 +1,9 @@
 """The request fingerprint stored with a key.
 
 A retry must be the same request. We compare an HMAC of the method, the
-endpoint and the validated, normalized body: keyed by the app's secret
-because the body covers a card number, which must never be recoverable from
-what we store.
+endpoint and the validated, normalized body, keyed by a secret of its own
+(CHECKOUT_FINGERPRINT_SECRET, not SECRET_KEY): the body covers a card number,
+which must never be recoverable from what we store.
 """
 
 from __future__ import annotations

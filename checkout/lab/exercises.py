@@ -20,12 +20,17 @@ EXERCISES = (
         "double-click",
         "1. Double-click Pay",
         (
-            "Add something to the cart and open the checkout.",
-            "Pay with the slow card 4000 0000 0000 0077, double-clicking the Pay button.",
-            "Open the lab.",
+            "Add something to the cart and open the checkout. Pay with the slow card 4000 0000 0000 0077, "
+            "double-clicking the Pay button: it turns into “Processing payment…” and the second click sends "
+            "nothing. That is the first layer, the button.",
+            "Now open the lab and press “Turn the Pay button guard off (this browser)”.",
+            "Add something again, pay with 4000 0000 0000 0077 and double-click Pay.",
+            "Open the lab: your latest payment's timeline leads the page.",
         ),
-        "One order, one succeeded charge. The button turned into “Processing payment…” after the first click.",
-        "Client (the disabled button) and server (the atomic claim of the key).",
+        "Two payments reached the server this time, and still one order and one succeeded charge: the timeline "
+        "shows a conflict (the second click arrived while the first was running) or a replay, and the counters "
+        "count it. The damage table shows $0.00 charged more than once.",
+        "Client (the disabled button); with it off, the server (the atomic claim of the key).",
     ),
     Exercise(
         "lost-answer",
@@ -33,7 +38,7 @@ EXERCISES = (
         (
             "Pay with 4000 0000 0000 0259: the gateway charges, but its answer never reaches the shop.",
             "Read the page: “we could not confirm your payment yet”. Type the card again and press Pay.",
-            "Open the lab and the timeline of the key.",
+            "Open the lab: the timeline of your latest payment.",
         ),
         "The second Pay shows the paid order. The lab shows one charge, made by the first attempt; the "
         "timeline shows answer_lost, released, resumed, charged.",
@@ -44,7 +49,7 @@ EXERCISES = (
         "3. The gateway is down",
         (
             "Pay with 4000 0000 0000 0119: the gateway is unavailable on the first call.",
-            "Check the lab: the record is in progress at order_created, with no charge and no lease.",
+            "Check the lab: your payment is in progress at order_created, with no charge and nobody holding it.",
             "Type the card again and press Pay.",
         ),
         "The first Pay charges nothing and asks you to try again; the second Pay shows the paid order, with one "
@@ -55,7 +60,8 @@ EXERCISES = (
         "racing-tabs",
         "4. Racing tabs",
         (
-            "Open the checkout in two tabs (the same cart renders the same key in both).",
+            "Open the checkout in two tabs (the same cart renders the same key in both: it is made once, in the "
+            "database).",
             "Fill both with 4000 0000 0000 0077; press Pay in the first tab, then at once in the second.",
         ),
         "Both tabs end on the same order; the second says it was already placed and charged once. One charge.",
@@ -65,15 +71,20 @@ EXERCISES = (
         "killed-worker",
         "5. A worker dies mid-payment",
         (
-            "Serve with several workers: make serve.",
-            "Pay with 4000 0000 0000 0077 and go straight to the lab (leave the payment page, or the browser "
-            "may resend the payment by itself); while it runs, kill the worker named in the key's timeline: "
-            "kill -9 <pid>.",
-            "Never retry. After the lease (30 s) run: flask --app checkout idempotency reconcile.",
+            "Serve the shop with several workers: make serve (not make run: with one worker, killing it kills "
+            "the shop).",
+            "Add something to the cart, open the checkout, and pay with the very slow card "
+            "4000 0000 0000 0093 (it takes 20 seconds; it charges at 10). Then open the lab in another tab "
+            "(leave the payment's tab alone, or the browser may resend the payment by itself).",
+            "In the lab, your latest payment shows the worker holding it and the command to kill it. Press "
+            "“Kill worker …” (or run the kill -9 command shown) within those 20 seconds.",
+            "Never retry. Wait for the lease to run out (30 seconds; the lab shows how long), then press "
+            "“Run reconcile now”.",
         ),
-        "Reconcile asks the gateway by the order's gateway key and finishes the payment: the order is paid, with "
-        "exactly one charge (or ended as failed with none, if the worker died before the gateway charged).",
-        "Recovery: leases, recovery points, and reconcile.",
+        "Reconcile fences the gateway key and finishes the payment: killed after the gateway charged (after 10 "
+        "seconds), the order is paid with exactly one charge; killed before, it ends as failed with no charge, "
+        "and no late charge can land under its key. The damage table stays at $0.00 charged more than once.",
+        "Recovery: leases, recovery points, fencing, and reconcile.",
     ),
     Exercise(
         "unsafe",
@@ -81,10 +92,21 @@ EXERCISES = (
         (
             "Open the lab's unsafe checkout (no key, no constraint, no button guard).",
             "Pay with 4000 0000 0000 0077 and press Pay twice.",
-            "Open the lab and compare the damage table with the safe path's.",
+            "Open the lab and compare the damage table's unsafe row with the safe one.",
         ),
-        "Two orders and two charges for one purchase: the lab shows the amount charged twice. The safe checkout "
-        "never shows more than zero.",
+        "Two orders and two charges for one purchase: the lab shows the price charged more than once. The safe "
+        "checkout never shows more than zero.",
         "None: this is the bug the other layers prevent.",
     ),
 )
+
+
+def as_markdown() -> str:
+    """The exercises as the README shows them (a test keeps the README equal to this)."""
+    parts = []
+    for exercise in EXERCISES:
+        steps = "\n".join(f"{number}. {step}" for number, step in enumerate(exercise.steps, start=1))
+        parts.append(
+            f"### {exercise.title}\n\n{steps}\n\n**Expect:** {exercise.expect}\n\n*Layer at work:* {exercise.layer}\n"
+        )
+    return "\n".join(parts)

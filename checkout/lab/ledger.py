@@ -62,7 +62,9 @@ def ledger(limit: int = LIMIT) -> dict[str, list[dict[str, Any]]]:
                 "total_cents": o.total_cents,
                 "currency": o.currency,
                 "charge_id": o.charge_id,
-                "unsafe": o.unsafe,
+                "path": o.path,
+                "unsafe": o.path != "safe",
+                "purchase": o.purchase_ref,
                 "created_at": _iso(o.created_at),
             }
             for o, customer in orders
@@ -94,81 +96,55 @@ def ledger(limit: int = LIMIT) -> dict[str, list[dict[str, Any]]]:
     }
 
 
+# What each counter means, for a workshop reading the lab on a projector.
+COUNTERS = {
+    "replays": ("replayed", "a retry got the stored answer back, byte for byte"),
+    "conflicts": ("conflict", "a duplicate arrived while the first request was still running"),
+    "mismatches": ("mismatch", "a key came back with a different body, and was refused"),
+    "resumptions": ("resumed", "a retry took over a payment left unfinished, from its recovery point"),
+    "reconciled": ("reconcile_started", "reconcile took over a payment nobody was finishing"),
+}
+
+
 def counters() -> dict[str, int]:
-    """How often each layer of the defence worked: replays, conflicts, mismatches, resumptions."""
+    """How often each layer of the defence worked: replays, conflicts, mismatches, resumptions, reconciles."""
     rows = db.session.execute(sa.select(IdempotencyEvent.name, sa.func.count()).group_by(IdempotencyEvent.name)).all()
     counts = dict(rows)
-    return {
-        "replays": counts.get("replayed", 0),
-        "conflicts": counts.get("conflict", 0),
-        "mismatches": counts.get("mismatch", 0),
-        "resumptions": counts.get("resumed", 0),
-    }
+    return {counter: counts.get(event, 0) for counter, (event, _meaning) in COUNTERS.items()}
 
 
-def timeline(key: str) -> list[dict[str, Any]]:
-    """Every event of one key, oldest first."""
-    events = db.session.scalars(
-        sa.select(IdempotencyEvent).where(IdempotencyEvent.key == key).order_by(IdempotencyEvent.id)
-    ).all()
-    return [
-        {"at": e.created_at, "event": e.name, "worker": e.worker, "endpoint": e.endpoint, **e.detail} for e in events
-    ]
-
-
-DUPLICATE_WINDOW_SECONDS = 120
-
-
-def damage() -> list[dict[str, Any]]:
-    """Per customer: what they ordered, what they were charged, and what they were charged twice.
-
-    On the safe path an order has at most one succeeded charge, so "twice" is
-    0. The unsafe path has no key to tell a retry from a new purchase; the lab
-    counts an unsafe order as a duplicate when the same customer placed one
-    for the same email and total within two minutes before it.
-    """
-    orders = db.session.execute(
-        sa.select(Order, Customer.public_id, Customer.name).join(Customer).order_by(Order.created_at, Order.id)
-    ).all()
-    # Per order: the money its succeeded charges took, and how many there were.
-    succeeded = {
-        reference: (amount or 0, count)
-        for reference, amount, count in db.session.execute(
-            sa.select(GatewayCharge.reference, sa.func.sum(GatewayCharge.amount_cents), sa.func.count())
-            .where(GatewayCharge.status == "succeeded")
-            .group_by(GatewayCharge.reference)
-        )
-    }
-    rows: dict[str, dict[str, Any]] = {}  # by "customer:unsafe"
-    last_unsafe: dict[tuple[str, str, int], Any] = {}
-    for order, customer, name in orders:
-        # One row per customer and path, so the safe and unsafe checkouts stand side by side.
-        row = rows.setdefault(
-            f"{customer}:{order.unsafe}",
+def timeline(key: str, customer: str | None = None) -> list[dict[str, Any]]:
+    """Every event of one key, oldest first, with the time since the step before it."""
+    query = sa.select(IdempotencyEvent).where(IdempotencyEvent.key == key)
+    if customer is not None:
+        query = query.where(IdempotencyEvent.customer == customer)
+    events = db.session.scalars(query.order_by(IdempotencyEvent.id)).all()
+    steps: list[dict[str, Any]] = []
+    previous = None
+    for e in events:
+        since = (e.created_at - previous).total_seconds() if previous is not None else 0.0
+        steps.append(
             {
-                "customer": customer,
-                "name": name,
-                "ordered_cents": 0,
-                "charged_cents": 0,
-                "charged_twice_cents": 0,
-                "unsafe": order.unsafe,
-                "currency": order.currency,
-            },
+                "at": e.created_at,
+                "since_previous": since,
+                "event": e.name,
+                "worker": e.worker,
+                "endpoint": e.endpoint,
+                **e.detail,
+            }
         )
-        amount, charges = succeeded.get(order.public_id, (0, 0))
-        row["charged_cents"] += amount
-        extra = max(0, charges - 1) * order.total_cents
-        signature = (customer, order.email, order.total_cents)
-        previous = last_unsafe.get(signature) if order.unsafe else None
-        duplicate = previous is not None and (order.created_at - previous).total_seconds() <= DUPLICATE_WINDOW_SECONDS
-        if order.unsafe:
-            last_unsafe[signature] = order.created_at
-        if duplicate:
-            row["charged_twice_cents"] += amount
-        else:
-            row["ordered_cents"] += order.total_cents if order.status in ("paid", "pending") else 0
-        row["charged_twice_cents"] += extra
-    return sorted(rows.values(), key=lambda r: (r["customer"], r["unsafe"]))
+        previous = e.created_at
+    return steps
+
+
+def latest_key_of(customer: str) -> str | None:
+    """The key of this customer's most recent operation (this browser's, in the lab)."""
+    return db.session.scalar(
+        sa.select(IdempotencyRecord.key)
+        .where(IdempotencyRecord.customer == customer)
+        .order_by(IdempotencyRecord.created_at.desc(), IdempotencyRecord.id.desc())
+        .limit(1)
+    )
 
 
 def totals() -> dict[str, int]:

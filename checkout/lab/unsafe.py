@@ -20,16 +20,18 @@ import secrets
 import sqlalchemy as sa
 from flask import Blueprint, Response, redirect, render_template, request, url_for
 from flask.typing import ResponseReturnValue
+from wtforms import HiddenField
 
 from checkout.extensions import csrf
 from checkout.gateway import CardDeclined, GatewayError
 from checkout.lab import lab_only
 from checkout.problems import json_bytes, problem
-from checkout.shop import carts
+from checkout.shop import carts, parsing
+from checkout.shop.carts import purchase_of
 from checkout.shop.forms import PaymentForm
 from checkout.shop.identity import api_customer, browser_customer_id
 from checkout.shop.lines import Line
-from checkout.shop.models import DECLINED, PAID, Cart, CartLine, Order, OrderItem, public_id
+from checkout.shop.models import DECLINED, PAID, UNSAFE_PATH, Cart, CartLine, Order, OrderItem, public_id
 from checkout.shop.orders import view_of
 from checkout.shop.runtime import gateway
 from checkout.shop.validation import validate_order
@@ -38,8 +40,11 @@ from checkout.transactions import writing
 bp = lab_only(Blueprint("unsafe", __name__))
 
 
-# The checkout form's fields, without the key and the cart version.
-UnsafeCheckoutForm = PaymentForm
+class UnsafeCheckoutForm(PaymentForm):
+    """The checkout form's fields without the key and the cart version. The purchase field only
+    labels the purchase for the lab's accounting (two submits of one page are one purchase)."""
+
+    purchase = HiddenField()
 
 
 def _render(form: UnsafeCheckoutForm, status: int = 200, error: str | None = None) -> ResponseReturnValue:
@@ -60,10 +65,12 @@ def show() -> ResponseReturnValue:
     cart = carts.current()
     if cart is None or cart.empty:
         return redirect(url_for("shop.cart"))
-    return _render(UnsafeCheckoutForm(formdata=None))
+    return _render(UnsafeCheckoutForm(formdata=None, purchase=purchase_of(cart.public_id, cart.version)))
 
 
-def place_unsafely(customer_id: int, lines: tuple[Line, ...], email: str, card_number: str) -> Order:
+def place_unsafely(
+    customer_id: int, lines: tuple[Line, ...], email: str, card_number: str, purchase_ref: str | None
+) -> Order:
     """THE BUG: every call is a new order, charged under a new gateway key.
 
     Raises GatewayError (after saving the order) when the gateway fails: there
@@ -75,7 +82,8 @@ def place_unsafely(customer_id: int, lines: tuple[Line, ...], email: str, card_n
             public_id=order_id,
             customer_id=customer_id,
             idempotency_key=None,
-            unsafe=True,
+            path=UNSAFE_PATH,
+            purchase_ref=purchase_ref,  # for the lab's accounting only: nothing here looks at it
             gateway_key=f"unsafe-{secrets.token_hex(8)}",  # THE BUG, downstream: a new key on every attempt
             email=email,
             card_last4=card_number[-4:],
@@ -122,7 +130,8 @@ def pay() -> ResponseReturnValue:
     with writing():
         customer_id = browser_customer_id()
     try:
-        order = place_unsafely(customer_id, cart.lines(), form.normalized_email(), form.card_digits())
+        purchase = form.purchase.data if parsing.is_purchase(form.purchase.data) else None
+        order = place_unsafely(customer_id, cart.lines(), form.normalized_email(), form.card_digits(), purchase)
     except GatewayError:
         return _render(
             form,
@@ -149,7 +158,7 @@ def api_pay() -> Response:
     if valid is None:
         return problem(422, "Invalid order", "Some fields are invalid.", errors=errors)
     try:
-        order = place_unsafely(customer.id, valid.lines, valid.email, valid.card_number)
+        order = place_unsafely(customer.id, valid.lines, valid.email, valid.card_number, valid.order.purchase)
     except GatewayError as error:
         return problem(503, "Gateway failed", str(error), headers={"Retry-After": "1"})
     if order.status != PAID:

@@ -1,17 +1,32 @@
-"""The lab: the ledger a workshop watches while it clicks. Off in production."""
+"""The lab: the ledger a workshop watches while it clicks, and its hands-on controls. Off in production.
+
+``/lab`` is the whole page; ``/lab/live`` is its live part, which the page
+fetches every few seconds and swaps in place (pausable, the scroll position
+kept: no meta refresh).
+"""
 
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
-from flask import Blueprint, Response, jsonify, render_template, request
+from flask import Blueprint, Response, flash, jsonify, redirect, render_template, request, url_for
+from flask.typing import ResponseReturnValue
 
 from checkout.database import utcnow
-from checkout.lab import lab_only
+from checkout.idempotency import Scope, peek
+from checkout.lab import controls, damage, lab_only
 from checkout.lab.exercises import EXERCISES
-from checkout.lab.ledger import counters, damage, ledger, timeline, totals
+from checkout.lab.ledger import COUNTERS, counters, latest_key_of, ledger, timeline, totals
+from checkout.shop.forms import EmptyForm
+from checkout.shop.identity import browser_identity
+from checkout.shop.reconcile import reconcile
+from checkout.shop.responders import BROWSER_ENDPOINT
+from checkout.shop.runtime import gateway, idempotency_settings
 
 bp = lab_only(Blueprint("lab", __name__))
+
+RECENT_PURCHASES = 20
 
 
 @bp.get("/api/lab/ledger")
@@ -19,22 +34,103 @@ def ledger_json() -> Response:
     return jsonify({**ledger(), "counters": counters(), "totals": totals()})
 
 
-@bp.get("/lab")
-def index() -> str:
-    key = request.args.get("key", "").strip()
-    return render_template(
-        "lab/index.html",
-        ledger=ledger(),
-        counters=counters(),
-        damage=damage(),
-        key=key,
-        timeline=timeline(key) if key else [],
+@bp.get("/api/lab/damage")
+def damage_json() -> Response:
+    """The damage table as JSON (``?purchase_prefix=`` narrows it to one run's purchases: the mass test)."""
+    found = damage.purchases(prefix=request.args.get("purchase_prefix") or None)
+    by_path, overall = damage.totals(found)
+    return jsonify(
+        {
+            "totals": overall.to_json(),
+            "by_path": {path: total.to_json() for path, total in by_path.items()},
+            "purchases": [purchase.to_json() for purchase in found[:RECENT_PURCHASES]],
+        }
     )
 
 
+def _focus_key() -> tuple[str | None, bool]:
+    """The key whose timeline leads the page: ``?key=``, else this browser's latest; and whether it is ours."""
+    asked = request.args.get("key", "").strip()
+    if asked:
+        return asked, False
+    return latest_key_of(browser_identity()), True
+
+
+def _live_context() -> dict[str, Any]:
+    key, mine = _focus_key()
+    record = peek(Scope(browser_identity(), BROWSER_ENDPOINT, key)) if key and mine else None
+    found = damage.purchases()
+    by_path, overall = damage.totals(found)
+    return {
+        "ledger": ledger(),
+        "counters": counters(),
+        "counter_meanings": {name: meaning for name, (_event, meaning) in COUNTERS.items()},
+        "purchases": found[:RECENT_PURCHASES],
+        "damage_by_path": by_path,
+        "damage_total": overall,
+        "key": key,
+        "mine": mine,
+        "record": record,
+        "holder_pid": controls.holder_pid(record) if record else None,
+        "timeline": timeline(key) if key else [],
+        "form": EmptyForm(),
+    }
+
+
+@bp.get("/lab")
+def index() -> ResponseReturnValue:
+    return render_template("lab/index.html", guard_on=controls.button_guard_on(), **_live_context())
+
+
+@bp.get("/lab/live")
+def live() -> ResponseReturnValue:
+    return render_template("lab/live.html", **_live_context())
+
+
 @bp.get("/lab/exercises")
-def exercises() -> str:
+def exercises() -> ResponseReturnValue:
     return render_template("lab/exercises.html", exercises=EXERCISES)
+
+
+@bp.post("/lab/button-guard")
+def button_guard() -> ResponseReturnValue:
+    on = request.form.get("guard") == "on"
+    controls.set_button_guard(on)
+    flash(
+        "The Pay button guard is on again for this browser."
+        if on
+        else "The Pay button guard is off for this browser: a double click now sends two payments to the server.",
+        "info",
+    )
+    return redirect(url_for("lab.index"), 303)
+
+
+@bp.post("/lab/kill-worker")
+def kill_worker() -> ResponseReturnValue:
+    key = request.form.get("key", "")
+    record = peek(Scope(browser_identity(), BROWSER_ENDPOINT, key)) if key else None
+    if record is None:
+        flash("There is no payment with that key in this browser.", "error")
+        return redirect(url_for("lab.index"), 303)
+    under_gunicorn = request.environ.get("SERVER_SOFTWARE", "").startswith("gunicorn")
+    action, message = controls.kill_holder(record, under_gunicorn=under_gunicorn)
+    flash(message, "error" if action == "none" else "success")
+    response = redirect(url_for("lab.index"), 303)
+    if action == "self":
+        # This very worker holds the key: it dies once this answer has gone out, as kill -9 would kill it.
+        response.call_on_close(controls.kill_this_worker)
+    return response
+
+
+@bp.post("/lab/reconcile")
+def reconcile_now() -> ResponseReturnValue:
+    results = reconcile(gateway(), idempotency_settings())
+    done = [r for r in results if r.outcome != "skipped"]
+    if done:
+        flash("Reconcile finished: " + "; ".join(f"{r.order_id or r.key}: {r.outcome}" for r in done), "success")
+    else:
+        flash("Reconcile found nothing abandoned: every payment is finished, or its lease has not run out yet.", "info")
+    return redirect(url_for("lab.index"), 303)
 
 
 @bp.app_template_filter("ago")
@@ -54,3 +150,13 @@ def ago(value: datetime | str | None) -> str:
     if seconds < 86400:
         return f"{int(seconds // 3600)} h ago"
     return f"{int(seconds // 86400)} d ago"
+
+
+@bp.app_template_filter("gap")
+def gap(seconds: float) -> str:
+    """The time between two steps of a timeline: "+0.004 s", "+2.1 s"."""
+    if seconds < 0.001:
+        return "+0 s"
+    if seconds < 1:
+        return f"+{seconds:.3f} s"
+    return f"+{seconds:.1f} s"

@@ -130,6 +130,7 @@ def create_order() -> Response:
         email=parsed.email,
         card_number=parsed.card_number,
         items=parsed.items,
+        purchase_ref=parsed.purchase,
     )
     wait = preferred_wait()
     outcome = run(

@@ -29,8 +29,9 @@ from checkout.idempotency import (
     peek,
     run,
 )
+from checkout.lab import controls
 from checkout.shop import carts
-from checkout.shop.carts import CartView
+from checkout.shop.carts import CartView, purchase_of
 from checkout.shop.forms import CheckoutForm
 from checkout.shop.identity import browser_customer_id, browser_identity, known_browser_customer_id
 from checkout.shop.lines import Line
@@ -115,6 +116,8 @@ def _render(
         paid_url=page.paid_url,
         earlier=earlier or [],
         test_cards=[(pretty(number), text) for number, (_b, text) in TEST_CARDS.items()],
+        # The lab can turn the button's guard off for this browser, so the server's layer shows.
+        guard_on=not current_app.config["CHECKOUT_LAB"] or controls.button_guard_on(),
     ), status
 
 
@@ -200,6 +203,7 @@ def pay() -> ResponseReturnValue:
         email=email,
         card_number=card_number,
         cart=CartVersion(cart.id, version, expected_total) if cart is not None else None,
+        purchase_ref=purchase_of(cart.public_id, version) if cart is not None else None,
     )
     outcome = run(
         scope,

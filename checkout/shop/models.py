@@ -28,6 +28,9 @@ ORDER_STATES = (PENDING, PAID, DECLINED, FAILED)
 
 MAX_QUANTITY = 99
 
+SAFE_PATH = "safe"
+UNSAFE_PATH = "unsafe"  # the lab's checkout with no key at all
+
 
 def public_id(prefix: str) -> str:
     """Random public ids: nobody can guess or count another customer's orders."""
@@ -131,7 +134,11 @@ class Order(Base):
     # Paid after the shopper had already changed the cart: the cart was left as it was, and the
     # checkout says that this earlier payment went through.
     cart_moved_on: Mapped[bool] = mapped_column(default=False, server_default=sa.false())
-    unsafe: Mapped[bool] = mapped_column(default=False)
+    # Which checkout placed it: "safe", or one of the lab's deliberately wrong twins ("unsafe", ...).
+    path: Mapped[str] = mapped_column(sa.String(40), default=SAFE_PATH, server_default=SAFE_PATH)
+    # The client's own name for the purchase (a form field, a JSON field), the same on every retry
+    # and every duplicate: the lab counts money per purchase with it. Never used to deduplicate.
+    purchase_ref: Mapped[str | None] = mapped_column(sa.String(64), index=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, onupdate=utcnow)
 

@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from checkout.database import insert_ignoring_conflicts, utcnow
 from checkout.extensions import db
 from checkout.shop.lines import Line
-from checkout.shop.models import PENDING, Order, OrderItem
+from checkout.shop.models import PENDING, SAFE_PATH, Order, OrderItem
 
 orders = Order.__table__
 order_items = OrderItem.__table__
@@ -120,7 +120,7 @@ def insert(values: dict[str, Any], lines: Sequence[Line]) -> OrderView | None:
     now = utcnow()
     row = db.session.execute(
         insert_ignoring_conflicts(orders, db.session).returning(*_COLUMNS),
-        {**values, "status": PENDING, "cart_moved_on": False, "unsafe": False, "created_at": now, "updated_at": now},
+        {**values, "status": PENDING, "cart_moved_on": False, "path": SAFE_PATH, "created_at": now, "updated_at": now},
     ).first()
     if row is None:
         return None

@@ -18,6 +18,7 @@ from checkout.shop.models import MAX_QUANTITY
 
 MAX_LINES = 50
 _SKU = re.compile(r"[A-Z0-9][A-Z0-9-]{0,31}")
+_PURCHASE = re.compile(r"[\x21-\x7e]{1,64}")
 _CARD_CHARACTERS = frozenset("0123456789 -")
 
 
@@ -56,6 +57,23 @@ def sku(raw: object) -> str:
     if not _SKU.fullmatch(value):
         raise Invalid("must be a product code like MUG-01")
     return value
+
+
+def purchase(raw: object) -> str | None:
+    """The client's own name for a purchase (optional): 1 to 64 visible ASCII characters."""
+    if raw is None:
+        return None
+    value = text(raw, max_length=64)
+    if not _PURCHASE.fullmatch(value):
+        raise Invalid("must be 1 to 64 visible ASCII characters")
+    return value
+
+
+def is_purchase(raw: object) -> bool:
+    try:
+        return purchase(raw) is not None
+    except Invalid:
+        return False
 
 
 def quantity(raw: object) -> int:

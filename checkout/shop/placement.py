@@ -67,6 +67,7 @@ class OrderRequest:
     card_number: str  # digits only; never stored, only handed to the gateway
     items: tuple[RequestedLine, ...] = ()  # the API's lines as sent, priced inside the claim
     cart: CartVersion | None = None  # a browser pays for one version of its cart
+    purchase_ref: str | None = None  # the client's name for the purchase, for the lab's accounting
 
 
 @dataclass(frozen=True)
@@ -201,6 +202,7 @@ def _insert_order(request: OrderRequest, lines: tuple[Line, ...], currency: str)
             "cart_id": request.cart.cart_id if request.cart else None,
             "cart_version": request.cart.version if request.cart else None,
             "email": request.email,
+            "purchase_ref": request.purchase_ref,
             "card_last4": request.card_number[-4:],
             "total_cents": total_of(lines),
             "currency": currency,

@@ -17,6 +17,7 @@ PRODUCTS = [
     ("KEY-01", "Pay Keycap", "Press it as often as you like.", "⌨️", 900),
     ("SOCK-01", "At-Most-Once Socks", "A pair, never two.", "🧦", 1100),
     ("TOTE-01", "Recovery Point Tote", "Carries on from where you left off.", "👜", 1800),
+    ("LAST-01", "Last-One Lamp", "Only one was ever made: two tabs can race for it.", "💡", 3200),
 ]
 
 DEMO_CUSTOMERS = [("alice", "cus_demo_alice", "demo-alice-token"), ("bob", "cus_demo_bob", "demo-bob-token")]

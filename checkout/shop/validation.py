@@ -29,13 +29,17 @@ class ParsedOrder:
     items: tuple[RequestedLine, ...]
     email: str
     card_number: str
+    purchase: str | None = None  # the client's purchase reference, if it sends one
 
     def normalized(self) -> dict[str, Any]:
-        return {
+        body: dict[str, Any] = {
             "items": [{"sku": item.sku, "quantity": item.quantity} for item in self.items],
             "email": self.email,
             "card_number": self.card_number,
         }
+        if self.purchase is not None:
+            body["purchase"] = self.purchase
+        return body
 
 
 @dataclass(frozen=True)
@@ -59,9 +63,10 @@ def parse_order(body: Any) -> tuple[ParsedOrder | None, Errors]:
     requested, errors = parsing.items(body.get("items"))
     email = _field(errors, "email", parsing.email, body.get("email"))
     card = _field(errors, "card_number", parsing.card_number, body.get("card_number"))
+    purchase = _field(errors, "purchase", parsing.purchase, body.get("purchase"))
     if errors:
         return None, {**errors, **price(requested)[1]}  # report unknown SKUs in the same answer
-    return ParsedOrder(tuple(requested), email, card), {}
+    return ParsedOrder(tuple(requested), email, card, purchase), {}
 
 
 def price(items: Sequence[RequestedLine]) -> tuple[PricedLines | None, Errors]:

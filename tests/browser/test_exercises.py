@@ -2,31 +2,30 @@
 
 from __future__ import annotations
 
-import os
 import re
-import signal
 from pathlib import Path
 
 from flask import Flask
-from flask.testing import FlaskCliRunner
 from playwright.sync_api import Browser, Page, expect
 
 from checkout.database import utcnow
 from checkout.idempotency import IdempotencyRecord
 from tests.browser.shopping import add_to_cart, fill_checkout
 from tests.conftest import LiveServer
-from tests.helpers import ANSWER_LOST_CARD, SLOW_CARD, UNAVAILABLE_CARD, Ledger, wait_for
+from tests.helpers import ANSWER_LOST_CARD, SLOW_CARD, UNAVAILABLE_CARD, VERY_SLOW_CARD, Ledger, wait_for
 from tests.servers import gunicorn
 
 ORDER_URL = re.compile(r"/orders/ord_[0-9a-f]+$")
 
 
-def damage_twice(page: Page, base_url: str) -> list[str]:
+def charged_more_than_once(page: Page, base_url: str) -> list[str]:
+    """The lab's damage table, per purchase: what each was charged beyond its price."""
     page.goto(f"{base_url}/lab")
-    return page.get_by_test_id("charged-twice").all_inner_texts()
+    return page.get_by_test_id("charged-more-than-once").all_inner_texts()
 
 
 def test_exercise_1_double_click_pay(page: Page, live_server: LiveServer, ledger: Ledger) -> None:
+    # Step 1: the button guard. A double click sends one payment; the button says it is busy.
     add_to_cart(page, live_server.url)
     fill_checkout(page, live_server.url, SLOW_CARD)
     # Note what the button looks like once the form is submitted (sessionStorage survives the navigation).
@@ -35,12 +34,40 @@ def test_exercise_1_double_click_pay(page: Page, live_server: LiveServer, ledger
         document.getElementById('checkout-form').addEventListener('submit', () =>
             sessionStorage.setItem('pay-button', `${button.textContent}|${button.disabled}`));
     }""")
-    page.get_by_test_id("pay-button").dblclick()
+    box = page.get_by_test_id("pay-button").bounding_box()
+    assert box is not None
+    x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+    page.mouse.click(x, y)
+    assert live_server.wait_for_posts("/checkout", 1)
+    page.mouse.click(x, y)  # while the first payment is at the server (the slow card holds it)
     expect(page).to_have_url(ORDER_URL, timeout=15_000)
     assert page.evaluate("sessionStorage.getItem('pay-button')") == "Processing payment…|true"
-    assert live_server.post_count("/checkout") == 1  # the disabled button sent one request
-    assert len(ledger.orders()) == 1 and len(ledger.succeeded_charges()) == 1
-    assert damage_twice(page, live_server.url) == ["$0.00"]
+    assert live_server.post_count("/checkout") == 1  # the disabled button sent nothing more
+
+    # Steps 2 and 3: the guard off for this browser; a double click now sends two payments.
+    page.goto(f"{live_server.url}/lab")
+    page.get_by_test_id("guard-off").click()
+    expect(page.get_by_test_id("guard-state")).to_contain_text("off")
+    add_to_cart(page, live_server.url)
+    fill_checkout(page, live_server.url, SLOW_CARD)
+    expect(page.get_by_test_id("guard-off-notice")).to_be_visible()
+    box = page.get_by_test_id("pay-button").bounding_box()
+    assert box is not None
+    x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+    page.mouse.click(x, y)
+    assert live_server.wait_for_posts("/checkout", 2)  # the first payment is at the server
+    page.mouse.click(x, y)
+    assert live_server.wait_for_posts("/checkout", 3)  # ... and the second reached it too
+    live_server.wait_for_answers("/checkout", 3)
+    expect(page).to_have_url(ORDER_URL, timeout=15_000)
+
+    # Step 4: the lab. Two payments in, one order and one charge out; the server's layer caught it.
+    assert len(ledger.orders()) == 2 and len(ledger.succeeded_charges()) == 2  # one per purchase
+    page.goto(f"{live_server.url}/lab")
+    steps = page.get_by_test_id("timeline").locator(".status").all_inner_texts()
+    assert "conflict" in steps or "replayed" in steps, steps
+    assert steps.count("received") == 2, steps
+    assert charged_more_than_once(page, live_server.url) == ["$0.00", "$0.00"]
 
 
 def test_exercise_2_the_answer_is_lost(page: Page, live_server: LiveServer, ledger: Ledger) -> None:
@@ -94,37 +121,41 @@ def test_exercise_4_racing_tabs(page: Page, live_server: LiveServer, ledger: Led
 
 
 def test_exercise_5_a_worker_dies_mid_payment(
-    app: Flask, browser: Browser, database_url: str, tmp_path: Path, ledger: Ledger, runner: FlaskCliRunner
+    app: Flask, browser: Browser, database_url: str, tmp_path: Path, ledger: Ledger
 ) -> None:
-    with gunicorn(
-        database_url,
-        tmp_path,
-        settings={
-            "CHECKOUT_LEASE_SECONDS": "5",
-            "CHECKOUT_GATEWAY_TIMEOUT_SECONDS": "2.5",
-            "CHECKOUT_SLOW_CARD_SECONDS": "2",
-        },
-    ) as [server]:
-        page = browser.new_page()
-        add_to_cart(page, server.url)
-        fill_checkout(page, server.url, SLOW_CARD)
-        page.get_by_test_id("pay-button").click(no_wait_after=True)
-        pid = wait_for(lambda: ledger.worker_of("gateway_called"))  # the worker named in the timeline
-        # The shopper goes to the lab instead of waiting (else Chromium resends the POST by itself
-        # when the connection dies, and that retry would finish the payment: "never retry").
-        page.goto(f"{server.url}/lab")
+    # Step 1: several workers. (The lease and the very slow card are shortened so the test is quick.)
+    settings = {
+        "CHECKOUT_LEASE_SECONDS": "6",
+        "CHECKOUT_GATEWAY_TIMEOUT_SECONDS": "4.5",
+        "CHECKOUT_SLOW_CARD_SECONDS": "1",
+        "CHECKOUT_VERY_SLOW_CARD_SECONDS": "4",
+    }
+    with gunicorn(database_url, tmp_path, settings=settings) as [server]:
+        shop = browser.new_context()
+        payment = shop.new_page()
+        # Step 2: pay with the very slow card, then open the lab in another tab.
+        add_to_cart(payment, server.url)
+        fill_checkout(payment, server.url, VERY_SLOW_CARD)
+        payment.get_by_test_id("pay-button").click(no_wait_after=True)
+        wait_for(lambda: ledger.worker_of("gateway_called"))
+        payment.goto(f"{server.url}/")  # leave the payment's tab: the browser must not resend it
+        lab = shop.new_page()
+        lab.goto(f"{server.url}/lab")
+        # Step 3: the lab shows the worker and the command; kill it (after the gateway charged).
+        holder = ledger.worker_of("gateway_called")
+        expect(lab.get_by_test_id("kill-command")).to_have_text(f"kill -9 {holder}")
         wait_for(ledger.charges)
-        os.kill(pid, signal.SIGKILL)  # kill -9 <pid>
-        # Wait out the lease, then reconcile.
+        lab.get_by_test_id("kill-worker").click()
+        expect(lab.get_by_role("status").first).to_contain_text(f"Killed worker {holder}")
+        # Step 4: never retry; once the lease has run out, reconcile from the lab.
         wait_for(lambda: all(r.locked_until is None or r.locked_until < utcnow() for r in ledger.records()))
-        output = runner.invoke(args=["idempotency", "reconcile"]).output
-        assert "paid" in output
-        page.reload()
+        lab.get_by_test_id("reconcile-now").click()
+        expect(lab.get_by_role("status").first).to_contain_text("paid")
         [order] = ledger.orders()
         assert order.status == "paid"
         assert len(ledger.succeeded_charges()) == 1
-        expect(page.get_by_test_id("charged-twice")).to_have_text(["$0.00"])
-        page.close()
+        assert charged_more_than_once(lab, server.url) == ["$0.00"]
+        shop.close()
     assert ledger.records(IdempotencyRecord.state == "completed")
 
 
@@ -144,9 +175,10 @@ def test_exercise_6_the_unsafe_path(page: Page, live_server: LiveServer, ledger:
     live_server.wait_for_answers("/lab/unsafe-checkout", 2)
     expect(page).to_have_url(ORDER_URL, timeout=15_000)  # the browser lands on one of the two orders
     orders = ledger.orders()
-    assert len(orders) == 2 and all(o.unsafe for o in orders)
+    assert len(orders) == 2 and all(o.path == "unsafe" for o in orders)
+    assert len({o.purchase_ref for o in orders}) == 1  # two orders for one purchase
     assert len(ledger.succeeded_charges()) == 2
-    assert damage_twice(page, live_server.url) == ["$14.00"]
+    assert charged_more_than_once(page, live_server.url) == ["$14.00"]
 
 
 def test_the_exercises_page_and_the_readme_list_every_exercise(page: Page, live_server: LiveServer) -> None:

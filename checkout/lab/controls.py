@@ -1,0 +1,81 @@
+"""What the lab lets a workshop do by hand, so no exercise needs devtools or a fast typist:
+
+- turn the Pay button's guard off for this browser only, so a double click
+  really sends two requests and the server's own layer has to catch the second;
+- kill the worker that holds a key's lease (as ``kill -9 <pid>`` would), for
+  exercise 5; only a sibling worker of the server answering, never itself;
+- run reconcile now, as ``flask --app checkout idempotency reconcile`` would.
+
+The lab is never on in production, so neither are these.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+from pathlib import Path
+
+from flask import session
+
+from checkout.idempotency import RecordView
+
+GUARD_OFF = "lab_button_guard_off"
+
+
+def button_guard_on() -> bool:
+    return not session.get(GUARD_OFF, False)
+
+
+def set_button_guard(on: bool) -> None:
+    if on:
+        session.pop(GUARD_OFF, None)
+    else:
+        session[GUARD_OFF] = True
+
+
+def holder_pid(view: RecordView) -> int | None:
+    """The pid of the worker holding this key's live lease, if it runs on this machine."""
+    if not view.lease_holder:
+        return None
+    host, _, pid = view.lease_holder.rpartition(":")
+    return int(pid) if host == socket.gethostname() and pid.isdigit() else None
+
+
+def _parent_of(pid: int) -> int | None:
+    """The parent pid of a process (Linux: /proc/<pid>/stat), or None if it cannot be read."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return int(fields[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def kill_holder(view: RecordView, *, under_gunicorn: bool) -> tuple[str, str]:
+    """Whom to kill for this key, and what to tell the student.
+
+    The action is "sibling" (killed now), "self" (the worker answering holds the
+    key: the caller kills it once its answer is sent, as kill -9 would), or
+    "none" (nothing to kill, with the reason).
+    """
+    if not view.lease_live or not view.lease_holder:
+        return "none", "Nobody holds this key's lease right now: the payment is not running in any worker."
+    pid = holder_pid(view)
+    if pid is None:
+        return "none", f"The worker holding this key ({view.lease_holder}) runs on another machine."
+    if not under_gunicorn:
+        return "none", (
+            "This shop runs as a single process (make run): killing the worker would kill the whole shop. "
+            f"Serve it with several workers (make serve), or run kill -9 {pid} yourself to see that happen."
+        )
+    message = f"Killed worker {pid} with SIGKILL, as kill -9 {pid} would. Its lease runs out on its own."
+    if pid == os.getpid():
+        return "self", message
+    if _parent_of(pid) != os.getppid():
+        return "none", f"Process {pid} is not a worker of this server; the lab kills only its own workers."
+    os.kill(pid, signal.SIGKILL)
+    return "sibling", message
+
+
+def kill_this_worker() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)

@@ -1,0 +1,46 @@
+// The lab updates itself in place: every few seconds it fetches its live part
+// (/lab/live) and swaps it in, so the page never reloads and the scroll position
+// stays. "Pause updates" stops that (remembered for this browser), for a teacher
+// who wants to point at something. Copy buttons copy the full value of a shortened id.
+(function () {
+  "use strict";
+  var live = document.getElementById("lab-live");
+  var toggle = document.getElementById("live-toggle");
+  var state = document.getElementById("live-state");
+  var SECONDS = 3;
+  var paused = window.localStorage.getItem("lab-paused") === "1";
+
+  function show() {
+    if (!toggle || !state) { return; }
+    toggle.textContent = paused ? "Resume updates" : "Pause updates";
+    toggle.setAttribute("aria-pressed", paused ? "true" : "false");
+    state.textContent = paused ? "Updates paused." : "Updating every " + SECONDS + " seconds.";
+  }
+
+  function refresh() {
+    if (paused || !live || document.hidden) { return; }
+    fetch(live.getAttribute("data-live-url"), { headers: { "Accept": "text/html" }, credentials: "same-origin" })
+      .then(function (response) { return response.ok ? response.text() : null; })
+      .then(function (html) { if (html !== null && !paused) { live.innerHTML = html; } })
+      .catch(function () { /* the shop may be restarting: try again next time */ });
+  }
+
+  if (toggle) {
+    toggle.addEventListener("click", function () {
+      paused = !paused;
+      window.localStorage.setItem("lab-paused", paused ? "1" : "0");
+      show();
+      if (!paused) { refresh(); }
+    });
+  }
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest ? event.target.closest("button.copy") : null;
+    if (!button || !navigator.clipboard) { return; }
+    navigator.clipboard.writeText(button.getAttribute("data-copy")).then(function () {
+      button.textContent = "Copied";
+      window.setTimeout(function () { button.textContent = "Copy"; }, 1500);
+    });
+  });
+  show();
+  window.setInterval(refresh, SECONDS * 1000);
+})();

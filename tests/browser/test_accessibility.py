@@ -1,0 +1,105 @@
+"""Every page, at desktop and phone sizes, in a real Chromium: axe-core finds no violation, and
+nothing scrolls sideways (wide tables scroll inside their own box)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from axe_playwright_python.sync_playwright import Axe
+from playwright.sync_api import Browser, Page, expect
+
+from tests.browser.shopping import add_to_cart, capture_form, fill_checkout, resubmit
+from tests.conftest import LiveServer
+from tests.helpers import DECLINED_CARD, GOOD_CARD, UNAVAILABLE_CARD
+
+SIZES = {"desktop": {"width": 1280, "height": 900}, "phone": {"width": 390, "height": 844}}
+AXE = Axe()
+
+
+def violations(page: Page) -> list[str]:
+    """What axe-core finds wrong on the page as it is now, one line per rule and element."""
+    results = AXE.run(page)
+    found = []
+    for violation in results.response["violations"]:
+        for node in violation["nodes"]:
+            found.append(f"{violation['id']} ({violation['impact']}): {node['target']} {violation['help']}")
+    return found
+
+
+def sideways(page: Page, width: int) -> int:
+    return int(page.evaluate("document.documentElement.scrollWidth")) - width
+
+
+@pytest.fixture(params=list(SIZES))
+def sized_page(request: pytest.FixtureRequest, browser: Browser) -> Page:
+    context = browser.new_context(viewport=SIZES[request.param])
+    page = context.new_page()
+    page.size_name = request.param  # type: ignore[attr-defined]
+    yield page
+    context.close()
+
+
+def check(page: Page, where: str, problems: list[str]) -> None:
+    width = SIZES[page.size_name]["width"]  # type: ignore[attr-defined]
+    problems.extend(f"{where}: {v}" for v in violations(page))
+    extra = sideways(page, width)
+    if extra > 0:
+        problems.append(f"{where}: scrolls sideways by {extra}px at {width}px")
+
+
+def test_every_shop_page_passes_axe_and_fits_the_screen(sized_page: Page, live_server: LiveServer) -> None:
+    page, url, problems = sized_page, live_server.url, []
+    visit: Callable[[str, str], None] = lambda path, where: (page.goto(url + path), check(page, where, problems))  # noqa: E731
+
+    visit("/", "catalog")
+    visit("/cart", "empty cart")
+    visit("/orders", "no orders yet")
+    add_to_cart(page, url)
+    add_to_cart(page, url, index=2)
+    visit("/cart", "cart")
+    fill_checkout(page, url, "1234", email="not an email")
+    check(page, "checkout", problems)
+    page.get_by_test_id("pay-button").click()
+    expect(page.get_by_test_id("error-message").first).to_be_visible()
+    check(page, "checkout with field errors", problems)
+    page.get_by_label("Email").fill("shopper@example.com")
+    page.get_by_label("Card number").fill(DECLINED_CARD)
+    page.get_by_test_id("pay-button").click()
+    expect(page.get_by_test_id("error-message")).to_contain_text("declined")
+    check(page, "checkout after a decline", problems)
+    page.get_by_label("Card number").fill(UNAVAILABLE_CARD)
+    page.get_by_test_id("pay-button").click()
+    expect(page.get_by_test_id("error-message")).to_contain_text("could not confirm")
+    check(page, "checkout after the gateway was down", problems)
+    add_to_cart(page, url, index=1)  # the cart moves on: the unfinished payment waits on its order page
+    page.goto(url + "/checkout")
+    expect(page.get_by_test_id("earlier-payment")).to_be_visible()
+    check(page, "checkout with an earlier unfinished payment", problems)
+    page.get_by_test_id("earlier-payment").get_by_role("link").click()
+    expect(page.get_by_test_id("finish-payment")).to_be_visible()
+    check(page, "an order whose payment can be finished", problems)
+    fill_checkout(page, url, GOOD_CARD)
+    fields = capture_form(page)
+    page.get_by_test_id("pay-button").click()
+    expect(page.get_by_test_id("order-status")).to_have_text("paid")
+    check(page, "a paid order", problems)
+    resubmit(page, url, fields)
+    expect(page.get_by_test_id("replay-notice")).to_be_visible()
+    check(page, "a replayed order", problems)
+    visit("/orders", "orders")
+    visit("/no-such-page", "404")
+    assert problems == []
+
+
+def test_every_lab_page_passes_axe_and_fits_the_screen(sized_page: Page, live_server: LiveServer) -> None:
+    page, url, problems = sized_page, live_server.url, []
+    add_to_cart(page, url)
+    fill_checkout(page, url, GOOD_CARD)
+    page.get_by_test_id("pay-button").click()
+    expect(page.get_by_test_id("order-status")).to_have_text("paid")
+    add_to_cart(page, url)
+    for path, where in (("/lab/unsafe-checkout", "unsafe checkout"), ("/lab", "lab"), ("/lab/exercises", "exercises")):
+        page.goto(url + path)
+        check(page, where, problems)
+    assert problems == []
