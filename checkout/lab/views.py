@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 
 from flask import Blueprint, Response, jsonify, render_template, request
+from markupsafe import Markup, escape
 
 from checkout.database import utcnow
 from checkout.lab import lab_only
+from checkout.lab.concepts import CONCEPTS, PAGES
 from checkout.lab.exercises import EXERCISES
 from checkout.lab.ledger import counters, damage, ledger, timeline, totals
 
@@ -35,6 +38,25 @@ def index() -> str:
 @bp.get("/lab/exercises")
 def exercises() -> str:
     return render_template("lab/exercises.html", exercises=EXERCISES)
+
+
+@bp.get("/lab/concepts")
+def concepts() -> str:
+    return render_template(
+        "lab/concepts.html",
+        concepts=CONCEPTS,
+        pages=PAGES,
+        exercises={exercise.slug: exercise for exercise in EXERCISES},
+    )
+
+
+_TICKED = re.compile(r"`([^`]+)`")
+
+
+@bp.app_template_filter("ticks")
+def ticks(text: str) -> Markup:
+    """Plain text, escaped, with `name` shown as <code>name</code> (how checkout.lab.concepts marks code)."""
+    return Markup(_TICKED.sub(r"<code>\1</code>", str(escape(text))))
 
 
 @bp.app_template_filter("ago")
