@@ -7,15 +7,18 @@ kept: no meta refresh).
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Any
 
 from flask import Blueprint, Response, flash, jsonify, redirect, render_template, request, url_for
 from flask.typing import ResponseReturnValue
+from markupsafe import Markup, escape
 
 from checkout.database import utcnow
 from checkout.idempotency import Scope, peek
 from checkout.lab import controls, damage, lab_only
+from checkout.lab.concepts import CONCEPTS, PAGES
 from checkout.lab.exercises import EXERCISES
 from checkout.lab.ledger import COUNTERS, counters, latest_key_of, ledger, timeline, totals
 from checkout.shop.forms import EmptyForm
@@ -131,6 +134,25 @@ def reconcile_now() -> ResponseReturnValue:
     else:
         flash("Reconcile found nothing abandoned: every payment is finished, or its lease has not run out yet.", "info")
     return redirect(url_for("lab.index"), 303)
+
+
+@bp.get("/lab/concepts")
+def concepts() -> ResponseReturnValue:
+    return render_template(
+        "lab/concepts.html",
+        concepts=CONCEPTS,
+        pages=PAGES,
+        exercises={exercise.slug: exercise for exercise in EXERCISES},
+    )
+
+
+_TICKED = re.compile(r"`([^`]+)`")
+
+
+@bp.app_template_filter("ticks")
+def ticks(text: str) -> Markup:
+    """Plain text, escaped, with `name` shown as <code>name</code> (how checkout.lab.concepts marks code)."""
+    return Markup(_TICKED.sub(r"<code>\1</code>", str(escape(text))))
 
 
 @bp.app_template_filter("ago")

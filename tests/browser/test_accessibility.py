@@ -99,7 +99,13 @@ def test_every_lab_page_passes_axe_and_fits_the_screen(sized_page: Page, live_se
     page.get_by_test_id("pay-button").click()
     expect(page.get_by_test_id("order-status")).to_have_text("paid")
     add_to_cart(page, url)
-    for path, where in (("/lab/unsafe-checkout", "unsafe checkout"), ("/lab", "lab"), ("/lab/exercises", "exercises")):
+    lab_pages = (
+        ("/lab/unsafe-checkout", "unsafe checkout"),
+        ("/lab", "lab"),
+        ("/lab/exercises", "exercises"),
+        ("/lab/concepts", "concepts"),
+    )
+    for path, where in lab_pages:
         page.goto(url + path)
         check(page, where, problems)
     assert problems == []
