@@ -1,12 +1,18 @@
-# The two commands a newcomer needs: `make run` and `make test`.
+# The two commands a newcomer needs: `make run` and `make test`. `make help` lists the rest.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 FLASK := $(BIN)/flask --app checkout
 HOST ?= 127.0.0.1
 PORT ?= 5000
+INSTANCE ?= $(or $(CHECKOUT_INSTANCE_PATH),instance)
 
-.PHONY: install run serve test lint bench migrate seed browser screenshots mass clean
+.DEFAULT_GOAL := help
+.PHONY: help install run serve test lint bench mutants migrate seed reset-lab browser screenshots mass clean
+
+## List the targets.
+help:
+	@awk '/^## /{doc=substr($$0,4); next} /^[a-z][a-z-]*:/{if (doc) {split($$0,t,":"); printf "  make %-12s %s\n", t[1], doc}; doc=""}' $(MAKEFILE_LIST)
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -16,27 +22,36 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/activate
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $@
 
+## Create the virtual environment and install the shop with its tools.
 install: $(VENV)/.installed
 
+## Bring the database schema up to date (migrations/).
 migrate: install
 	$(FLASK) db upgrade
 
+## Products and the demo customers (safe to run twice).
 seed: migrate
 	$(FLASK) seed
 
-## Serve the shop on http://127.0.0.1:5000 with SQLite (the instance folder).
+## Serve the shop on http://127.0.0.1:5000 with SQLite, in one process (HOST=..., PORT=... to change).
 run: seed
 	$(FLASK) run --host $(HOST) --port $(PORT)
 
-## The same with gunicorn and several workers (see gunicorn.conf.py).
+## Serve it with gunicorn, 4 workers x 4 threads, on the same HOST and PORT (exercise 5 needs this).
 serve: seed
-	$(BIN)/gunicorn --config gunicorn.conf.py 'checkout:create_app()'
+	$(BIN)/gunicorn --config gunicorn.conf.py --bind $(HOST):$(PORT) 'checkout:create_app()'
+
+## Start a fresh workshop: an empty development database, migrated and seeded (secrets are kept).
+reset-lab: install
+	rm -f $(INSTANCE)/checkout.sqlite3 $(INSTANCE)/checkout.sqlite3-wal $(INSTANCE)/checkout.sqlite3-shm
+	$(FLASK) db upgrade
+	$(FLASK) seed
 
 ## Chromium for the browser tests: Debian's, else Playwright's own.
 browser:
 	@scripts/ensure-browser
 
-## The whole suite, browser tests included.
+## The whole suite, browser tests included (TEST_DATABASE_URL=postgresql+psycopg://... for PostgreSQL).
 test: install browser
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
@@ -45,19 +60,18 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-## PNGs of the catalog, checkout, a replayed order, the unsafe path and the lab, into docs/.
-screenshots: install browser
-	@fc-list 2>/dev/null | grep -qi emoji || { command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ] && \
-	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fonts-noto-color-emoji >/dev/null; } || true
-	$(BIN)/python scripts/screenshots.py
-
 ## What the protection costs: protected vs unsafe vs replay, 1M records, the storm (SQLite, then PostgreSQL).
 bench: install
 	$(BIN)/python scripts/bench.py $(BENCH_ARGS)
+
+## PNGs of the shop and the lab into docs/ (needs Chromium: make browser).
+screenshots: install browser
+	$(BIN)/python scripts/screenshots.py
 
 ## 1000 payments through injected faults against a running shop (make run first); MASS_ARGS=--unsafe
 mass: install
 	$(BIN)/python -m checkout.lab.mass --url http://$(HOST):$(PORT) $(MASS_ARGS)
 
+## Remove the virtual environment and the development instance folder (database and secrets).
 clean:
-	rm -rf $(VENV) instance .pytest_cache
+	rm -rf $(VENV) $(INSTANCE) .pytest_cache

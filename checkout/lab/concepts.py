@@ -123,7 +123,7 @@ CONCEPTS = (
             InLab("the same payment as a POST with no key: each submit is a new payment", page="unsafe.show"),
             InLab(
                 "the retry client: one `Idempotency-Key` on every attempt of its POST",
-                command='python -m checkout.client --card "4000 0000 0000 0119"',
+                command='.venv/bin/python -m checkout.client --card "4000 0000 0000 0119"',
             ),
         ),
         (
@@ -177,7 +177,7 @@ CONCEPTS = (
             InLab("the same double-click with no key: two orders, two charges", exercise="unsafe"),
             InLab(
                 "a new key per retry: a charge per retry",
-                command='python -m checkout.client --card "4000 0000 0000 0259" --wrong-way',
+                command='.venv/bin/python -m checkout.client --card "4000 0000 0000 0259" --wrong-way',
             ),
             InLab(
                 "1000 payments through faults and dropped answers, against a running shop: the money charged is exact",
@@ -316,7 +316,7 @@ CONCEPTS = (
         (
             InLab(
                 "run it from cron; the lab’s records table no longer lists the purged keys",
-                command="flask --app checkout idempotency purge",
+                command=".venv/bin/flask --app checkout idempotency purge",
             ),
             InLab("the records table: when each key was made, and the status it stored", page="lab.index"),
         ),
@@ -506,7 +506,8 @@ CONCEPTS = (
             InLab("the retry asks the gateway again and finds the charge", exercise="lost-answer"),
             InLab("the records table: state, recovery point and lease", page="lab.index"),
             InLab(
-                "finish abandoned payments by asking the gateway", command="flask --app checkout idempotency reconcile"
+                "finish abandoned payments by asking the gateway",
+                command=".venv/bin/flask --app checkout idempotency reconcile",
             ),
         ),
         (

@@ -66,6 +66,7 @@ class Page:
     key: str
     version: int
     paid_url: str | None = None
+    email: str | None = None  # the paid order's: pressing Pay again must be the same payment
 
 
 def _earlier_payments(cart: CartView) -> list[Order]:
@@ -91,7 +92,7 @@ def _last_paid_page(cart: CartView | None) -> Page | None:
     if order is None or order.status != PAID or key is None or order.idempotency_key != key:
         return None
     lines = tuple(Line(i.sku, i.name, i.quantity, i.unit_price_cents) for i in order.items)
-    return Page(lines, key, cart.version - 1, paid_url=url_for("orders.show", order_id=order.public_id))
+    return Page(lines, key, cart.version - 1, url_for("orders.show", order_id=order.public_id), order.email)
 
 
 def _render(
@@ -106,6 +107,8 @@ def _render(
     form.cart_version.data = str(page.version)
     form.expected_total.data = str(sum(line.total_cents for line in page.lines))
     form.card_number.data = ""  # a card number is never echoed into a page
+    if page.email and not form.email.data:
+        form.email.data = page.email
     return render_template(
         "shop/checkout.html",
         form=form,
