@@ -6,7 +6,7 @@ FLASK := $(BIN)/flask --app checkout
 HOST ?= 127.0.0.1
 PORT ?= 5000
 
-.PHONY: install run serve test lint bench migrate seed browser screenshots mass clean
+.PHONY: install run serve test lint bench migrate seed browser screenshots mass clean mutants
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,10 @@ browser:
 ## The whole suite, browser tests included.
 test: install browser
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+## The mutation check: each layer of the defence turned off in a copy of the tree; its tests must fail.
+mutants: install browser
+	$(BIN)/python scripts/mutants.py $(MUTANTS_ARGS)
 
 ## Lint and format check (ruff).
 lint: install
