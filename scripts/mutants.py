@@ -491,7 +491,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.list:
         print_list(chosen)
         return 0
-    return run(chosen, args.tests, with_baseline=not args.no_baseline, verbose=args.verbose)
+    try:
+        return run(chosen, args.tests, with_baseline=not args.no_baseline, verbose=args.verbose)
+    except KeyboardInterrupt:
+        print("\ninterrupted: the copy was put back and removed; the real files were never changed", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":
