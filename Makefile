@@ -55,6 +55,10 @@ browser:
 test: install browser
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
+## The mutation check: each layer of the defence turned off in a copy of the tree; its tests must fail.
+mutants: install browser
+	$(BIN)/python scripts/mutants.py $(MUTANTS_ARGS)
+
 ## Lint and format check (ruff).
 lint: install
 	$(BIN)/ruff check .

@@ -123,6 +123,11 @@ class LiveServer:
         with self.arrived:
             return self.arrived.wait_for(lambda: self.posts.count(path) >= count, timeout)
 
+    def answer_count(self, path: str) -> int:
+        """How many POSTs to ``path`` the server has answered so far (a POST still at work is not counted)."""
+        with self.arrived:
+            return sum(1 for a in self.answers if a[0] == path)
+
     def wait_for_answers(self, path: str, count: int, timeout: float = 20) -> list[tuple[str, str]]:
         """Block until ``count`` POSTs to ``path`` were answered; their (status, Location)."""
         with self.arrived:
@@ -168,3 +173,34 @@ def live_server(app: Flask) -> Iterator[LiveServer]:
     yield server_info
     server.shutdown()
     thread.join(timeout=10)
+
+
+# --- the browser tests against any running shop: pytest tests/browser --base-url URL ----------
+
+# What a test needs when it looks inside the shop (its ledger, its POST counter, hooks in its code):
+# only the shop these tests start in their own process has them.
+IN_PROCESS_FIXTURES = frozenset({"app", "database_url"})
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """With --base-url, a browser test that needs the shop started by the tests is skipped, saying why."""
+    fixtures = list(getattr(item, "fixturenames", ()))
+    if (
+        item.get_closest_marker("browser")
+        and item.config.getoption("base_url", None)
+        and IN_PROCESS_FIXTURES & set(fixtures)
+    ):
+        uses = [name for name in fixtures if name in ("live_server", "ledger", "app", "database_url", "runner")][:2]
+        pytest.skip(
+            f"uses {', '.join(uses)}: needs the shop the tests start themselves (its ledger, POST counter "
+            "or code hooks), not the one at --base-url; run it without --base-url"
+        )
+
+
+@pytest.fixture
+def shop_url(request: pytest.FixtureRequest, base_url: str | None) -> str:
+    """Where the shop under test answers: the --base-url given, else a live server of this tree."""
+    if base_url:
+        return base_url.rstrip("/")
+    server: LiveServer = request.getfixturevalue("live_server")
+    return server.url

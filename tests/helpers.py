@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.cookiejar
 import threading
 import time
@@ -215,3 +216,70 @@ def browser_at_checkout(url: str) -> tuple[urllib.request.OpenerDirector, bytes]
     browser = browser_with_cart(url)
     fields = form_fields(browser.open(f"{url}/checkout").read().decode())
     return browser, urlencode({**fields, "email": "shopper@example.com", "card_number": SLOW_CARD}).encode()
+
+
+# --- forcing the moments the defence exists for -------------------------------
+
+
+class SameInstantLooks:
+    """Make the idempotency engine's first ``count`` looks at a key happen at the same instant.
+
+    The engine reads the key's record before it claims the key with an INSERT. A
+    request that arrives after a claim is answered by that read, so a test whose
+    second request comes a moment later never reaches the claim. Installed, this
+    holds each of the first ``count`` looks (after it has read) until all of them
+    have read: every one of them saw "no record", and only the atomic claim can
+    decide which request runs. ``met`` says whether that really happened.
+    """
+
+    def __init__(self, count: int = 2, timeout: float = 10) -> None:
+        self.count = count
+        self.timeout = timeout
+        self.found: list[bool] = []  # for each held look: did it find a record?
+        self._barrier = threading.Barrier(count)
+        self._lock = threading.Lock()
+        self._held = 0
+
+    def install(self, monkeypatch: Any) -> SameInstantLooks:
+        from checkout.idempotency import engine
+
+        real_peek = engine.peek
+
+        def peek(scope: Any) -> Any:
+            with self._lock:
+                hold = self._held < self.count
+                self._held += int(hold)
+            view = real_peek(scope)
+            if hold:
+                with self._lock:
+                    self.found.append(view is not None)
+                with contextlib.suppress(threading.BrokenBarrierError):
+                    self._barrier.wait(self.timeout)
+            return view
+
+        monkeypatch.setattr(engine, "peek", peek)
+        return self
+
+    @property
+    def met(self) -> bool:
+        """True if ``count`` requests looked together and none of them found a record."""
+        return len(self.found) == self.count and not any(self.found) and not self._barrier.broken
+
+
+def take_over_the_payment(app: Flask, lease_seconds: float = 60) -> Any:
+    """What another worker does to the one payment in progress once its lease has run out: take it over.
+
+    The lease is made to run out now (``age_every_record``); the returned Operation
+    (a new owner token) holds the record and does nothing more: a new owner still at work.
+    """
+    from checkout.idempotency import Operation, Scope, Settings, peek, take_over
+
+    age_every_record(app)
+    [record] = Ledger(app).records()
+    with app.app_context():
+        view = peek(Scope(record.customer, record.endpoint, record.key))
+        assert view is not None
+        operation = take_over(view, Settings(lease_seconds=lease_seconds))
+        db.session.remove()
+    assert isinstance(operation, Operation), "the payment finished before its lease could be taken over"
+    return operation

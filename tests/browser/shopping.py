@@ -39,3 +39,18 @@ def resubmit(page: Page, base_url: str, fields: dict[str, str]) -> None:
         }""",
         [f"{base_url}/checkout", fields],
     )
+
+
+def centre_of(page: Page, test_id: str) -> tuple[float, float]:
+    """Where to press an element by position: ``page.mouse.click`` there is a real second press,
+    where a locator action would wait for the navigation the first press started."""
+    box = page.get_by_test_id(test_id).bounding_box()
+    assert box is not None, f"{test_id} is not on the page"
+    return box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+
+
+def listed_orders(page: Page, base_url: str) -> list[str]:
+    """The order ids on "Your orders": every order this browser's customer has, as the shop shows them."""
+    page.goto(f"{base_url}/orders")
+    expect(page.get_by_role("heading", name="Your orders")).to_be_visible()
+    return page.locator("table.lines tbody code").all_inner_texts()
