@@ -50,8 +50,10 @@ const button = {
   setAttribute: (name, value) => { attributes[name] = String(value); },
 };
 const listeners = {};
+const formAttributes = {"data-button-guard": "on"};  // the lab can turn it off for one browser
 const form = {
   addEventListener: (type, listener) => { (listeners[type] = listeners[type] || []).push(listener); },
+  getAttribute: (name) => (name in formAttributes ? formAttributes[name] : null),
   querySelector: (selector) => (selector === "[data-testid='pay-button']" ? button : null),
 };
 const document = {getElementById: (id) => (id === "checkout-form" ? form : null)};

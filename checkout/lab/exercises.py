@@ -24,7 +24,9 @@ EXERCISES = (
             "double-clicking the Pay button: it turns into “Processing payment…” and the second click sends "
             "nothing. That is the first layer, the button.",
             "Now open the lab and press “Turn the Pay button guard off (this browser)”.",
-            "Add something again, pay with 4000 0000 0000 0077 and double-click Pay.",
+            "Add something again, pay with 4000 0000 0000 0077, and press Pay again a moment later, while the "
+            "first press is still processing (a quick double-click is not enough: the browser replaces the first "
+            "submit with the second before it leaves, and only one reaches the server).",
             "Open the lab: your latest payment's timeline leads the page.",
         ),
         "Two payments reached the server this time, and still one order and one succeeded charge: the timeline "
@@ -91,7 +93,8 @@ EXERCISES = (
         "6. The unsafe path",
         (
             "Open the lab's unsafe checkout (no key, no constraint, no button guard).",
-            "Pay with 4000 0000 0000 0077 and press Pay twice.",
+            "Pay with 4000 0000 0000 0077 and press Pay again a moment later, while the first press is still "
+            "processing.",
             "Open the lab and compare the damage table's unsafe row with the safe one.",
         ),
         "Two orders and two charges for one purchase: the lab shows the price charged more than once. The safe "

@@ -63,13 +63,14 @@ class ApiResponder:
         return self._problem(422, "Order out of date", reason, "order-out-of-date")
 
     def in_progress(self, order: OrderView) -> StoredResponse:
-        return self._problem(
+        answer = self._problem(
             409,
             "Request in progress",
             "Another request is placing this order right now; retry later.",
             "idempotency-request-in-progress",
             order_id=order.public_id,
         )
+        return StoredResponse(answer.status, {**answer.headers, "Retry-After": "1"}, answer.body)
 
     def invalid(self, errors: dict[str, list[str]]) -> StoredResponse:
         return self._problem(422, "Invalid order", "Some fields are invalid.", "validation-error", errors=errors)
