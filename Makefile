@@ -69,7 +69,7 @@ bench: install
 	$(BIN)/python scripts/bench.py $(BENCH_ARGS)
 
 ## PNGs of the shop and the lab into docs/ (needs Chromium: make browser).
-screenshots: install browser
+screenshots: install
 	$(BIN)/python scripts/screenshots.py
 
 ## 1000 payments through injected faults against a running shop (make run first); MASS_ARGS=--unsafe
