@@ -56,6 +56,20 @@ def _text(value: str) -> str:
     return value.strip()
 
 
+def _rate(value: str) -> float:
+    rate = float(value.strip())
+    if not 0 <= rate <= 1:
+        raise ValueError(f"must be from 0 to 1, not {value!r}")
+    return rate
+
+
+def _relay(value: str) -> str:
+    mode = value.strip().lower()
+    if mode not in ("thread", "off"):
+        raise ValueError(f"must be thread or off, not {value!r}")
+    return mode
+
+
 @dataclass(frozen=True)
 class Setting:
     default: Any
@@ -87,6 +101,20 @@ SETTINGS: dict[str, Setting] = {
     ),
     "CHECKOUT_REDIS_URL": Setting("", _text, "Redis, for rate-limit counters shared by every worker"),
     "CHECKOUT_LAB": Setting(True, parse_bool, "the teaching pages; always off in production"),
+    "CHECKOUT_WEBHOOK_URL": Setting(
+        "", _text, "where the gateway delivers its events (default: this shop's own /webhooks/gateway)"
+    ),
+    "CHECKOUT_WEBHOOK_SECRET": Setting("", _text, "signs the gateway's webhooks; generated once in development"),
+    "CHECKOUT_WEBHOOK_DUPLICATE_RATE": Setting(
+        0.2, _rate, "the share of events the gateway delivers twice on purpose (0 to 1)"
+    ),
+    "CHECKOUT_WEBHOOK_RELAY": Setting(
+        "thread", _relay, "thread: deliver events in the background; off: only flask gateway deliver does"
+    ),
+    "CHECKOUT_SMTP_URL": Setting("", _text, "smtp://host:port sends the outbox by SMTP; unset: into a Maildir"),
+    "CHECKOUT_OUTBOX_RELAY": Setting(
+        "thread", _relay, "thread: send the outbox in the background; off: only flask outbox relay does"
+    ),
 }
 
 FLASK_DEFAULTS: dict[str, Any] = {
@@ -209,6 +237,7 @@ def finalize(config: dict[str, Any], instance_path: str) -> None:
         config["SESSION_COOKIE_SECURE"] = True
         _require_strong("SECRET_KEY", str(config.get("SECRET_KEY") or ""))
         _require_strong("CHECKOUT_FINGERPRINT_SECRET", config["CHECKOUT_FINGERPRINT_SECRET"])
+        _require_strong("CHECKOUT_WEBHOOK_SECRET", config["CHECKOUT_WEBHOOK_SECRET"])
         if config["CHECKOUT_FINGERPRINT_SECRET"] == config["SECRET_KEY"]:
             raise ValueError("CHECKOUT_FINGERPRINT_SECRET must differ from SECRET_KEY")
     else:
@@ -216,6 +245,8 @@ def finalize(config: dict[str, Any], instance_path: str) -> None:
             config["SECRET_KEY"] = instance_secret(instance_path, "secret_key")
         if not config["CHECKOUT_FINGERPRINT_SECRET"]:
             config["CHECKOUT_FINGERPRINT_SECRET"] = instance_secret(instance_path, "fingerprint_secret")
+        if not config["CHECKOUT_WEBHOOK_SECRET"]:
+            config["CHECKOUT_WEBHOOK_SECRET"] = instance_secret(instance_path, "webhook_secret")
 
     # A lease must outlive the longest gateway call, or reconcile could take over a payment whose
     # worker is still inside the call (the gateway key is fenced anyway; this keeps it rare).

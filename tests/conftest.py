@@ -65,6 +65,10 @@ def make_app(database_url: str, instance_path: str, **overrides: Any) -> Flask:
         "SQLALCHEMY_DATABASE_URI": database_url,
         "CHECKOUT_SLOW_CARD_SECONDS": 1.5,
         "CHECKOUT_BROWSER_WAIT_SECONDS": 8.0,
+        # Tests deliver webhooks and send mail themselves, when they mean to.
+        "CHECKOUT_WEBHOOK_RELAY": "off",
+        "CHECKOUT_OUTBOX_RELAY": "off",
+        "CHECKOUT_WEBHOOK_SECRET": "test-webhook-secret",
         **overrides,
     }
     app = create_app(config, instance_path=instance_path)

@@ -94,6 +94,7 @@ def test_production_turns_the_lab_off(monkeypatch: pytest.MonkeyPatch, tmp_path:
             "SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path}/p.db",
             "SECRET_KEY": "3f9c1e7a0b5d4c2e8f6a1b3c5d7e9f0a2b4c6d8e0f1a3b5c",
             "CHECKOUT_FINGERPRINT_SECRET": "c5b3a1f0e8d6c4b2a0f9e7d5c3b1a6f8e2c4d5b0a7e1c9f3",
+            "CHECKOUT_WEBHOOK_SECRET": "9e7d5c3b1a6f8e2c4d5b0a7e1c9f3c5b3a1f0e8d6c4b2a0f",
             "CHECKOUT_LAB": True,
         }
     )

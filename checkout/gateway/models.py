@@ -5,6 +5,7 @@ transactions, as if it were a remote provider's."""
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column
@@ -34,6 +35,8 @@ class GatewayCharge(Base):
         sa.CheckConstraint(f"status IN {CHARGE_STATES!r}", name="status"),
         # A charge moves money; only a void (which moves none) has an amount of zero.
         sa.CheckConstraint(f"amount_cents > 0 OR status = '{VOIDED}'", name="amount_positive"),
+        # The gateway's own rule: never more refunded than charged.
+        sa.CheckConstraint("refunded_cents >= 0 AND refunded_cents <= amount_cents", name="refunded_within_amount"),
     )
 
     id: Mapped[str] = mapped_column(sa.String(32), primary_key=True)
@@ -43,7 +46,43 @@ class GatewayCharge(Base):
     currency: Mapped[str] = mapped_column(sa.String(3))
     status: Mapped[str] = mapped_column(sa.String(16))
     card_last4: Mapped[str] = mapped_column(sa.String(4))
+    refunded_cents: Mapped[int] = mapped_column(default=0, server_default="0")
+    # Test mode: how the test card behaves, so a refund of a charge made with a fault card meets the fault.
+    behaviour: Mapped[str] = mapped_column(sa.String(20), default="", server_default="")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class GatewayRefund(Base):
+    """Money the gateway gave back, idempotent on the merchant's refund key."""
+
+    __tablename__ = "gateway_refunds"
+    __table_args__ = (sa.CheckConstraint("amount_cents > 0", name="amount_positive"),)
+
+    id: Mapped[str] = mapped_column(sa.String(32), primary_key=True)
+    refund_key: Mapped[str] = mapped_column(sa.String(255), unique=True)
+    charge_id: Mapped[str] = mapped_column(sa.String(32), sa.ForeignKey("gateway_charges.id"), index=True)
+    reference: Mapped[str] = mapped_column(sa.String(64))
+    amount_cents: Mapped[int]
+    currency: Mapped[str] = mapped_column(sa.String(3))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class GatewayEvent(Base):
+    """What the gateway tells the merchant, by webhook, at least once: one row per outcome,
+    written in the transaction of the outcome, delivered until the merchant answers 2xx."""
+
+    __tablename__ = "gateway_events"
+    __table_args__ = (sa.Index("ix_gateway_events_due", "delivered_at", "next_attempt_at"),)
+
+    id: Mapped[str] = mapped_column(sa.String(40), primary_key=True)
+    type: Mapped[str] = mapped_column(sa.String(40))
+    created: Mapped[int]  # unix seconds, as in the event's JSON
+    data: Mapped[dict[str, Any]] = mapped_column(sa.JSON)
+    attempts: Mapped[int] = mapped_column(default=0, server_default="0")
+    next_attempt_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    locked_until: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    last_status: Mapped[int | None]
 
 
 class GatewayFaultMark(Base):

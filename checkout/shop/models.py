@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column, relationship
@@ -24,7 +25,15 @@ PENDING = "pending"
 PAID = "paid"
 DECLINED = "declined"
 FAILED = "failed"  # abandoned and ended by reconcile: nothing was charged
-ORDER_STATES = (PENDING, PAID, DECLINED, FAILED)
+PARTIALLY_REFUNDED = "partially_refunded"
+REFUNDED = "refunded"
+ORDER_STATES = (PENDING, PAID, DECLINED, FAILED, PARTIALLY_REFUNDED, REFUNDED)
+# Orders that hold their stock: everything but an order that ended unpaid.
+HOLDS_STOCK = (PENDING, PAID, PARTIALLY_REFUNDED, REFUNDED)
+REFUNDABLE = (PAID, PARTIALLY_REFUNDED)
+
+REFUND_PENDING = "pending"
+REFUND_SUCCEEDED = "succeeded"
 
 MAX_QUANTITY = 99
 
@@ -43,6 +52,7 @@ def hash_token(token: str) -> str:
 
 class Product(Base):
     __tablename__ = "products"
+    __table_args__ = (sa.CheckConstraint("stock >= 0", name="stock_not_negative"),)
 
     id: Mapped[int] = mapped_column(primary_key=True)
     sku: Mapped[str] = mapped_column(sa.String(32), unique=True)
@@ -51,6 +61,11 @@ class Product(Base):
     emoji: Mapped[str] = mapped_column(sa.String(8), default="")
     price_cents: Mapped[int]
     currency: Mapped[str] = mapped_column(sa.String(3), default="USD")
+    # What is left to sell. An order takes its quantities off in the transaction that creates it
+    # (a conditional UPDATE that cannot go below zero); an order that ends unpaid gives them back.
+    stock: Mapped[int] = mapped_column(default=0, server_default="0")
+    # Everything ever put on the shelf: always stock + the quantities of orders that hold stock.
+    seeded_stock: Mapped[int] = mapped_column(default=0, server_default="0")
 
 
 class Customer(Base):
@@ -112,6 +127,8 @@ class Order(Base):
         sa.UniqueConstraint("cart_id", "cart_version"),
         sa.CheckConstraint(f"status IN {ORDER_STATES!r}", name="status"),
         sa.CheckConstraint("total_cents > 0", name="total_positive"),
+        # Never more refunded than charged, whatever the requests: the database refuses it.
+        sa.CheckConstraint("refunded_cents >= 0 AND refunded_cents <= total_cents", name="refunded_within_total"),
         sa.Index("ix_orders_customer_created", "customer_id", "created_at"),
     )
 
@@ -131,6 +148,9 @@ class Order(Base):
     total_cents: Mapped[int]
     currency: Mapped[str] = mapped_column(sa.String(3))
     charge_id: Mapped[str | None] = mapped_column(sa.String(32))
+    # Refunds taken from this order so far (succeeded and under way): a refund reserves its amount
+    # here with a conditional UPDATE before the gateway is asked.
+    refunded_cents: Mapped[int] = mapped_column(default=0, server_default="0")
     # Paid after the shopper had already changed the cart: the cart was left as it was, and the
     # checkout says that this earlier payment went through.
     cart_moved_on: Mapped[bool] = mapped_column(default=False, server_default=sa.false())
@@ -164,3 +184,44 @@ class OrderItem(Base):
     @property
     def line_total_cents(self) -> int:
         return self.quantity * self.unit_price_cents
+
+
+class Refund(Base):
+    """Money given back for an order. Unique on (order, key): one key is one refund."""
+
+    __tablename__ = "refunds"
+    __table_args__ = (
+        sa.UniqueConstraint("order_id", "idempotency_key"),
+        sa.CheckConstraint("amount_cents > 0", name="amount_positive"),
+        sa.CheckConstraint(f"status IN ('{REFUND_PENDING}', '{REFUND_SUCCEEDED}')", name="status"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    public_id: Mapped[str] = mapped_column(sa.String(32), unique=True)
+    order_id: Mapped[int] = mapped_column(BigId, sa.ForeignKey("orders.id"), index=True)
+    # NULL only for the lab's unsafe refunds.
+    idempotency_key: Mapped[str | None] = mapped_column(sa.String(255))
+    # What the gateway is asked with: derived from the refund, the same on every retry.
+    refund_key: Mapped[str] = mapped_column(sa.String(64), unique=True)
+    amount_cents: Mapped[int]
+    currency: Mapped[str] = mapped_column(sa.String(3))
+    reason: Mapped[str] = mapped_column(sa.String(200), default="")
+    status: Mapped[str] = mapped_column(sa.String(16), default=REFUND_PENDING)
+    gateway_refund_id: Mapped[str | None] = mapped_column(sa.String(32))
+    path: Mapped[str] = mapped_column(sa.String(40), default=SAFE_PATH, server_default=SAFE_PATH)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class WebhookReceipt(Base):
+    """A gateway event the shop has received: claimed in the transaction that applies it, so a
+    repeated delivery (the gateway sends at least once) finds it and changes nothing."""
+
+    __tablename__ = "webhook_receipts"
+
+    event_id: Mapped[str] = mapped_column(sa.String(40), primary_key=True)
+    type: Mapped[str] = mapped_column(sa.String(40))
+    result: Mapped[str] = mapped_column(sa.String(40))  # applied, no change, ignored
+    detail: Mapped[dict[str, Any]] = mapped_column(sa.JSON, default=dict)
+    duplicates: Mapped[int] = mapped_column(default=0, server_default="0")
+    received_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)

@@ -1,0 +1,33 @@
+"""The outbox: a message per (kind, subject), written in the transaction that makes it true."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Mapped, mapped_column
+
+from checkout.database import Base, BigId, UTCDateTime, utcnow
+
+ORDER_CONFIRMATION = "order_confirmation"
+REFUND_RECEIPT = "refund_receipt"
+
+
+class OutboxMessage(Base):
+    __tablename__ = "outbox_messages"
+    __table_args__ = (
+        # One confirmation per order, one receipt per refund, whoever writes it first (worker or webhook).
+        sa.UniqueConstraint("kind", "subject"),
+        sa.Index("ix_outbox_messages_unsent", "sent_at", "id"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    kind: Mapped[str] = mapped_column(sa.String(40))
+    subject: Mapped[str] = mapped_column(sa.String(64))  # the order or refund it is about
+    recipient: Mapped[str] = mapped_column(sa.String(254))
+    title: Mapped[str] = mapped_column(sa.String(200))
+    body: Mapped[str] = mapped_column(sa.Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    attempts: Mapped[int] = mapped_column(default=0, server_default="0")
+    last_error: Mapped[str | None] = mapped_column(sa.String(300))
