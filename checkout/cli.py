@@ -15,12 +15,15 @@ from checkout.transactions import writing
 
 def register_commands(app: Flask) -> None:
     @app.cli.command("seed")
-    def seed_command() -> None:
-        """Products and the demo customers alice and bob (safe to run twice)."""
+    @click.option("--reset", is_flag=True, help="Put every product's seeded stock back on the shelf.")
+    def seed_command(reset: bool) -> None:
+        """Products and the demo customers alice and bob (safe to run twice: today's stock stays)."""
         demo = current_app.config["CHECKOUT_ENV"] != "production"
         with writing():
-            added = seed(demo_customers=demo)
+            added = seed(demo_customers=demo, reset_stock=reset)
         click.echo(f"seeded: {added['products']} new products, {added['customers']} new demo customers")
+        if reset:
+            click.echo("stock reset to the seeded quantities")
         if demo:
             click.echo("demo API tokens: demo-alice-token (alice), demo-bob-token (bob)")
 

@@ -203,7 +203,14 @@ def test_orders_are_listed_newest_first(client: FlaskClient) -> None:
 def test_products_are_listed_with_prices_in_cents(client: FlaskClient) -> None:
     products = client.get("/api/products").get_json()
     assert len(products) == 11
-    assert products[0] == {"sku": "MUG-01", "name": "Idempotent Mug", "price_cents": 1400, "currency": "USD"}
+    assert products[0] == {
+        "sku": "MUG-01",
+        "name": "Idempotent Mug",
+        "price_cents": 1400,
+        "currency": "USD",
+        "stock": 100_000,
+    }
+    assert products[-1]["sku"] == "LAST-01" and products[-1]["stock"] == 1  # the last one: two tabs race for it
 
 
 def test_unknown_api_routes_answer_problem_json(client: FlaskClient) -> None:

@@ -14,9 +14,20 @@ from checkout.gateway.client import (
     InvalidCard,
     KeyReused,
     KeyVoided,
+    NoSuchCharge,
     ReferenceAlreadyCharged,
+    Refund,
+    RefundExceedsCharge,
 )
-from checkout.gateway.models import DECLINED, SUCCEEDED, VOIDED, GatewayCharge, GatewayFaultMark
+from checkout.gateway.models import (
+    DECLINED,
+    SUCCEEDED,
+    VOIDED,
+    GatewayCharge,
+    GatewayEvent,
+    GatewayFaultMark,
+    GatewayRefund,
+)
 
 __all__ = [
     "DECLINED",
@@ -27,12 +38,17 @@ __all__ = [
     "Gateway",
     "GatewayCharge",
     "GatewayError",
+    "GatewayEvent",
     "GatewayFaultMark",
+    "GatewayRefund",
     "GatewayTimeout",
     "GatewayUnavailable",
     "InvalidAmount",
     "InvalidCard",
     "KeyReused",
     "KeyVoided",
+    "NoSuchCharge",
     "ReferenceAlreadyCharged",
+    "Refund",
+    "RefundExceedsCharge",
 ]

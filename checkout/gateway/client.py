@@ -27,7 +27,15 @@ from sqlalchemy.orm import Session
 
 from checkout.database import WRITE_OPTION, insert_ignoring_conflicts, utcnow
 from checkout.gateway.cards import Behaviour, behaviour, digits_only, last4, luhn_valid
-from checkout.gateway.models import DECLINED, SUCCEEDED, VOIDED, GatewayCharge, GatewayFaultMark
+from checkout.gateway.models import (
+    DECLINED,
+    SUCCEEDED,
+    VOIDED,
+    GatewayCharge,
+    GatewayEvent,
+    GatewayFaultMark,
+    GatewayRefund,
+)
 
 
 @dataclass(frozen=True)
@@ -90,6 +98,55 @@ class ReferenceAlreadyCharged(GatewayError):
     """Another key already holds a succeeded charge for this reference."""
 
 
+class NoSuchCharge(GatewayError):
+    """Final: there is no succeeded charge to refund."""
+
+
+class RefundExceedsCharge(GatewayError):
+    """Final: the gateway never refunds more than it charged."""
+
+
+@dataclass(frozen=True)
+class Refund:
+    id: str
+    refund_key: str
+    charge_id: str
+    reference: str
+    amount_cents: int
+    currency: str
+    created_at: datetime
+
+
+def _refund_from_row(row: GatewayRefund) -> Refund:
+    return Refund(row.id, row.refund_key, row.charge_id, row.reference, row.amount_cents, row.currency, row.created_at)
+
+
+def _event(session: Session, type_: str, data: dict[str, object]) -> None:
+    """Record an event for the merchant's webhook, in the transaction of the outcome it tells."""
+    now = utcnow()
+    session.add(
+        GatewayEvent(
+            id="evt_" + secrets.token_hex(12),
+            type=type_,
+            created=int(now.timestamp()),
+            data=data,
+            attempts=0,
+            next_attempt_at=now,
+        )
+    )
+
+
+def _charge_data(row: GatewayCharge) -> dict[str, object]:
+    return {
+        "id": row.id,
+        "reference": row.reference,
+        "gateway_key": row.gateway_key,
+        "amount_cents": row.amount_cents,
+        "currency": row.currency,
+        "status": row.status,
+    }
+
+
 def _charge_from_row(row: GatewayCharge) -> Charge:
     return Charge(
         id=row.id,
@@ -149,7 +206,7 @@ class Gateway:
             time.sleep(min(delay, self.timeout_seconds))
 
         status = DECLINED if card is Behaviour.DECLINED else SUCCEEDED
-        charge, created = self._insert(gateway_key, reference, amount_cents, currency, status, last4(digits))
+        charge, created = self._insert(gateway_key, reference, amount_cents, currency, status, last4(digits), card.name)
         if charge is None:
             raise ReferenceAlreadyCharged(f"{reference} already has a succeeded charge under another key")
         if not created:
@@ -178,13 +235,88 @@ class Gateway:
                     currency="",
                     status=VOIDED,
                     card_last4="",
+                    refunded_cents=0,
+                    behaviour="",
                     created_at=utcnow(),
                 )
             )
             row = session.scalars(sa.select(GatewayCharge).where(GatewayCharge.gateway_key == gateway_key)).one()
             return _charge_from_row(row)
 
+    def refund(self, *, refund_key: str, charge_id: str, amount_cents: int, currency: str) -> Refund:
+        """Refund once per ``refund_key``; a repeat returns the first refund. Never more than charged."""
+        if amount_cents <= 0:
+            raise InvalidAmount(f"a refund must be for more than zero, not {amount_cents}")
+        existing = self.retrieve_refund(refund_key)
+        if existing is not None:
+            if (existing.charge_id, existing.amount_cents, existing.currency) != (charge_id, amount_cents, currency):
+                raise KeyReused("this refund key was used for a different refund")
+            return existing
+        charge = self._charge_by_id(charge_id)
+        if charge is None or charge.status != SUCCEEDED:
+            raise NoSuchCharge(f"no succeeded charge {charge_id}")
+        # Test mode: a refund of a charge made with a fault card meets the same fault, once.
+        if charge.behaviour == Behaviour.UNAVAILABLE_ONCE.name and self._first_fault(refund_key, "unavailable"):
+            raise GatewayUnavailable("the gateway is unavailable; nothing was refunded")
+        refund = self._insert_refund(refund_key, charge, amount_cents, currency)
+        if charge.behaviour == Behaviour.ANSWER_LOST_ONCE.name and self._first_fault(refund_key, "answer lost"):
+            raise GatewayTimeout("no answer from the gateway; the refund may exist")
+        return refund
+
+    def retrieve_refund(self, refund_key: str) -> Refund | None:
+        with Session(self.engine) as session, session.begin():
+            row = session.scalars(sa.select(GatewayRefund).where(GatewayRefund.refund_key == refund_key)).first()
+            return _refund_from_row(row) if row else None
+
     # -- internals -------------------------------------------------------
+
+    def _charge_by_id(self, charge_id: str) -> GatewayCharge | None:
+        with Session(self.engine, expire_on_commit=False) as session, session.begin():
+            return session.get(GatewayCharge, charge_id)
+
+    def _insert_refund(self, refund_key: str, charge: GatewayCharge, amount_cents: int, currency: str) -> Refund:
+        """The refund, the charge's refunded amount (a conditional UPDATE, a CHECK behind it) and its event, at once."""
+        with Session(self._writer) as session, session.begin():
+            inserted = session.execute(
+                insert_ignoring_conflicts(GatewayRefund, session)
+                .values(
+                    id="rf_" + secrets.token_hex(12),
+                    refund_key=refund_key,
+                    charge_id=charge.id,
+                    reference=charge.reference,
+                    amount_cents=amount_cents,
+                    currency=currency,
+                    created_at=utcnow(),
+                )
+                .returning(GatewayRefund.id)
+            ).scalar_one_or_none()
+            if inserted is not None:
+                taken = session.execute(
+                    sa.update(GatewayCharge)
+                    .where(
+                        GatewayCharge.id == charge.id,
+                        GatewayCharge.refunded_cents + amount_cents <= GatewayCharge.amount_cents,
+                    )
+                    .values(refunded_cents=GatewayCharge.refunded_cents + amount_cents)
+                    .returning(GatewayCharge.id)
+                ).first()
+                if taken is None:
+                    raise RefundExceedsCharge(f"{charge.id} has less than {amount_cents} left to refund")
+            row = session.scalars(sa.select(GatewayRefund).where(GatewayRefund.refund_key == refund_key)).one()
+            if inserted is not None:
+                _event(
+                    session,
+                    "refund.succeeded",
+                    {
+                        "id": row.id,
+                        "reference": row.reference,
+                        "gateway_key": row.refund_key,
+                        "amount_cents": row.amount_cents,
+                        "currency": row.currency,
+                        "status": SUCCEEDED,
+                    },
+                )
+            return _refund_from_row(row)
 
     def _repeat(self, charge: Charge, amount_cents: int, currency: str, reference: str) -> Charge:
         if charge.voided:
@@ -206,7 +338,14 @@ class Gateway:
         return inserted is not None
 
     def _insert(
-        self, gateway_key: str, reference: str, amount_cents: int, currency: str, status: str, card_last4: str
+        self,
+        gateway_key: str,
+        reference: str,
+        amount_cents: int,
+        currency: str,
+        status: str,
+        card_last4: str,
+        behaviour: str,
     ) -> tuple[Charge | None, bool]:
         """Insert the charge unless the key (or a succeeded charge for the reference) exists.
 
@@ -224,9 +363,13 @@ class Gateway:
                     currency=currency,
                     status=status,
                     card_last4=card_last4,
+                    refunded_cents=0,
+                    behaviour=behaviour,
                     created_at=utcnow(),
                 )
                 .returning(GatewayCharge.id)
             ).scalar_one_or_none()
             row = session.scalars(sa.select(GatewayCharge).where(GatewayCharge.gateway_key == gateway_key)).first()
+            if inserted is not None and row is not None:
+                _event(session, "charge.succeeded" if status == SUCCEEDED else "charge.failed", _charge_data(row))
             return (_charge_from_row(row) if row else None), inserted is not None

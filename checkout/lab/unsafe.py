@@ -26,7 +26,7 @@ from checkout.extensions import csrf
 from checkout.gateway import CardDeclined, GatewayError
 from checkout.lab import lab_only
 from checkout.problems import json_bytes, problem
-from checkout.shop import carts, parsing
+from checkout.shop import carts, emails, parsing, stock
 from checkout.shop.carts import purchase_of
 from checkout.shop.forms import PaymentForm
 from checkout.shop.identity import api_customer, browser_customer_id
@@ -78,6 +78,8 @@ def place_unsafely(
     """
     order_id = public_id("ord")
     with writing() as tx:
+        if stock.take(lines):
+            raise OutOfStock()
         order = Order(
             public_id=order_id,
             customer_id=customer_id,
@@ -110,7 +112,15 @@ def place_unsafely(
     with writing() as tx:
         tx.execute(sa.update(Order).where(Order.id == order.id).values(status=status, charge_id=charge_id))
         tx.refresh(order)
+        if status == PAID:
+            emails.order_confirmation(view_of(order))  # a new order each time: a new email each time
+        else:
+            stock.give_back_order(order.id)
     return order
+
+
+class OutOfStock(Exception):
+    pass
 
 
 def _empty_cart(cart_id: int) -> None:
@@ -132,6 +142,8 @@ def pay() -> ResponseReturnValue:
     try:
         purchase = form.purchase.data if parsing.is_purchase(form.purchase.data) else None
         order = place_unsafely(customer_id, cart.lines(), form.normalized_email(), form.card_digits(), purchase)
+    except OutOfStock:
+        return _render(form, 422, error="Sold out. (Even the unsafe checkout cannot sell what it does not have.)")
     except GatewayError:
         return _render(
             form,
@@ -159,6 +171,8 @@ def api_pay() -> Response:
         return problem(422, "Invalid order", "Some fields are invalid.", errors=errors)
     try:
         order = place_unsafely(customer.id, valid.lines, valid.email, valid.card_number, valid.order.purchase)
+    except OutOfStock:
+        return problem(422, "Out of stock", "Not enough stock.", type_="out-of-stock")
     except GatewayError as error:
         return problem(503, "Gateway failed", str(error), headers={"Retry-After": "1"})
     if order.status != PAID:

@@ -25,11 +25,13 @@ from checkout.idempotency import (
     run,
 )
 from checkout.problems import json_bytes, problem
+from checkout.shop import parsing
 from checkout.shop.identity import ApiCustomer, api_customer
 from checkout.shop.models import Product
-from checkout.shop.orders import view_of
+from checkout.shop.orders import refund_by_public_id, view_of
 from checkout.shop.orders_page import order_of, orders_of
 from checkout.shop.placement import OrderRequest, PlaceOrder
+from checkout.shop.refunds import API_REFUNDS, ApiRefundResponder, PlaceRefund, RefundRequest
 from checkout.shop.responders import API_ENDPOINT, ApiResponder
 from checkout.shop.runtime import fingerprint_secret, gateway, idempotency_settings
 from checkout.shop.validation import ParsedOrder, parse_order
@@ -69,7 +71,12 @@ def _json(payload: object, status: int = 200) -> Response:
 @bp.get("/products")
 def products() -> Response:
     rows = db.session.scalars(sa.select(Product).order_by(Product.id)).all()
-    return _json([{"sku": p.sku, "name": p.name, "price_cents": p.price_cents, "currency": p.currency} for p in rows])
+    return _json(
+        [
+            {"sku": p.sku, "name": p.name, "price_cents": p.price_cents, "currency": p.currency, "stock": p.stock}
+            for p in rows
+        ]
+    )
 
 
 @bp.get("/orders")
@@ -100,11 +107,18 @@ def preferred_wait() -> int:
     return min(int(found.group(1)), MAX_PREFER_WAIT_SECONDS) if found else 0
 
 
-def _read_json() -> tuple[Any, Response | None]:
+_NOTHING = object()
+
+
+def _read_json(empty_is: Any = _NOTHING) -> tuple[Any, Response | None]:
+    """The body as JSON; ``empty_is`` (when given) stands for an empty body."""
+    data = request.get_data(cache=False)
+    if not data and empty_is is not _NOTHING:
+        return empty_is, None
     if not request.is_json:
-        return None, problem(415, "Unsupported media type", "Send the order as application/json.")
+        return None, problem(415, "Unsupported media type", "Send the body as application/json.")
     try:
-        return json.loads(request.get_data(cache=False)), None
+        return json.loads(data), None
     except (ValueError, UnicodeDecodeError, RecursionError):
         return None, problem(400, "Malformed JSON", "The body is not valid JSON.", type_="malformed-json")
 
@@ -146,7 +160,7 @@ def create_order() -> Response:
     return response
 
 
-def answer(outcome: Outcome, key: str) -> Response:
+def answer(outcome: Outcome, key: str, reference_name: str = "order_id") -> Response:
     """The HTTP answer for the engine's outcome (shared by every idempotent endpoint)."""
     if isinstance(outcome, Done | Refused):
         response = Response(outcome.response.body, status=outcome.response.status)
@@ -163,7 +177,7 @@ def answer(outcome: Outcome, key: str) -> Response:
             type_="idempotency-request-in-progress",
             headers={"Retry-After": str(outcome.retry_after)},
             idempotency_key=key,
-            order_id=outcome.reference,
+            **{reference_name: outcome.reference},
         )
     if isinstance(outcome, Mismatch):
         return problem(
@@ -180,5 +194,71 @@ def answer(outcome: Outcome, key: str) -> Response:
         type_="payment-unconfirmed",
         headers={"Retry-After": str(outcome.retry_after)},
         idempotency_key=key,
-        order_id=outcome.reference,
+        **{reference_name: outcome.reference},
     )
+
+
+# --- refunds: a second idempotent endpoint, its key scoped to it -----------------------
+
+
+def parse_refund(body: Any) -> tuple[dict[str, Any] | None, dict[str, list[str]]]:
+    """``{"amount_cents": int (optional), "reason": str (optional, 200 characters at most)}``."""
+    if body is None:
+        body = {}
+    if not isinstance(body, dict):
+        return None, {"body": ["must be a JSON object"]}
+    errors: dict[str, list[str]] = {}
+    parsed: dict[str, Any] = {}
+    for name, parse in (("amount_cents", parsing.amount_cents), ("reason", _reason)):
+        try:
+            parsed[name] = parse(body.get(name))
+        except parsing.Invalid as error:
+            errors[name] = [str(error)]
+    return (None, errors) if errors else (parsed, {})
+
+
+def _reason(raw: object) -> str:
+    return "" if raw is None else parsing.text(raw, max_length=200).strip()
+
+
+@bp.post("/orders/<order_id>/refunds")
+def create_refund(order_id: str) -> Response:
+    customer = _customer()
+    try:
+        key = parse_key(request.headers.get("Idempotency-Key"))
+    except InvalidKey as error:
+        return problem(400, "Invalid Idempotency-Key", str(error), type_="invalid-idempotency-key")
+    body, refused = _read_json(empty_is=None)
+    if refused is not None:
+        return refused
+    parsed, errors = parse_refund(body)
+    if parsed is None:
+        return problem(422, "Invalid refund", "Some fields are invalid.", errors=errors)
+    if order_of(customer.id, order_id) is None:
+        return problem(404, "Not found", "No such order for this customer.")
+    wait = preferred_wait()
+    outcome = run(
+        Scope(customer.public_id, API_REFUNDS, key),
+        # The scope is the route template; the fingerprint covers the order, so one key for two orders is a 422.
+        fingerprint(fingerprint_secret(), "POST", API_REFUNDS, {"order_id": order_id, **parsed}),
+        PlaceRefund(
+            RefundRequest(customer.id, order_id, key, parsed["amount_cents"], parsed["reason"]),
+            ApiRefundResponder(),
+            gateway(),
+        ).phases(),
+        settings=idempotency_settings(),
+        wait_seconds=wait,
+    )
+    response = answer(outcome, key, reference_name="refund_id")
+    if wait:
+        response.headers["Preference-Applied"] = f"wait={wait}"
+    return response
+
+
+@bp.get("/orders/<order_id>/refunds/<refund_id>")
+def get_refund(order_id: str, refund_id: str) -> Response:
+    customer = _customer()
+    refund = refund_by_public_id(refund_id) if order_of(customer.id, order_id) is not None else None
+    if refund is None or refund.order_public_id != order_id:
+        return problem(404, "Not found", "No such refund for this customer.")
+    return _json(refund.to_json())

@@ -35,7 +35,7 @@ from checkout.shop.carts import CartView, purchase_of
 from checkout.shop.forms import CheckoutForm
 from checkout.shop.identity import browser_customer_id, browser_identity, known_browser_customer_id
 from checkout.shop.lines import Line
-from checkout.shop.models import PAID, PENDING, Order
+from checkout.shop.models import PAID, PENDING, Order, Product
 from checkout.shop.orders_page import remember_replay
 from checkout.shop.placement import CartVersion, OrderRequest, PlaceOrder
 from checkout.shop.responders import BROWSER_ENDPOINT, BrowserOutcome, BrowserResponder
@@ -232,6 +232,14 @@ def _answer(outcome: Outcome, form: CheckoutForm, scope: Scope) -> ResponseRetur
             return render_template("shop/processing.html", key=told.key), 202
         if told.outcome == "out_of_date":
             return _out_of_date(told.reason)
+        if told.outcome == "out_of_stock":
+            names = ", ".join(_names_of(told.skus or []))
+            return _rerender(
+                form,
+                422,
+                f"Sorry: {names} sold out while you were paying. Nothing was charged. "
+                "Remove it from your cart to pay for the rest.",
+            )
         # Declined, or abandoned and ended by reconcile: final under this key. The cart moved to a
         # new version in the same transaction, so the page offers another try with a new key.
         if told.outcome == "abandoned":
@@ -257,6 +265,11 @@ def _answer(outcome: Outcome, form: CheckoutForm, scope: Scope) -> ResponseRetur
         )
         return _render(form, page, 503, error=message)
     raise AssertionError(f"unknown outcome {outcome!r}")
+
+
+def _names_of(skus: list[str]) -> list[str]:
+    found = dict(db.session.execute(sa.select(Product.sku, Product.name).where(Product.sku.in_(skus))).all())
+    return [found.get(sku, sku) for sku in skus]
 
 
 def _lines_of_order(order_id: str | None) -> tuple[Line, ...]:

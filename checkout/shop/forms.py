@@ -66,3 +66,14 @@ class CheckoutForm(PaymentForm):
     # Which cart version this form was rendered for, and the total it showed: a stale form is recognised.
     cart_version = HiddenField()
     expected_total = HiddenField()
+
+
+class RefundForm(FlaskForm):  # type: ignore[misc]
+    """Give money back for an order: the amount (empty: everything left), and the refund's own key."""
+
+    amount = StringField(
+        "Amount to refund ($)",
+        validators=[parsed_by(parsing.amount_in_dollars, "Enter an amount like 14.00, or leave it empty.")],
+    )
+    # One key per refund form: a double submit of this form refunds once.
+    idempotency_key = HiddenField()

@@ -18,10 +18,67 @@ import sqlalchemy as sa
 from checkout.database import insert_ignoring_conflicts, utcnow
 from checkout.extensions import db
 from checkout.shop.lines import Line
-from checkout.shop.models import PENDING, SAFE_PATH, Order, OrderItem
+from checkout.shop.models import PENDING, SAFE_PATH, Order, OrderItem, Refund
 
 orders = Order.__table__
 order_items = OrderItem.__table__
+refunds = Refund.__table__
+
+
+@dataclass(frozen=True)
+class RefundView:
+    id: int
+    public_id: str
+    order_public_id: str
+    order_id: int
+    charge_id: str | None  # the order's charge, which the refund gives money back from
+    refund_key: str
+    amount_cents: int
+    currency: str
+    reason: str
+    status: str
+    created_at: datetime
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.public_id,
+            "order_id": self.order_public_id,
+            "amount_cents": self.amount_cents,
+            "currency": self.currency,
+            "reason": self.reason,
+            "status": self.status,
+            "created_at": self.created_at.isoformat().replace("+00:00", "Z"),
+        }
+
+
+def refunds_where(where: sa.ColumnElement[bool]) -> list[RefundView]:
+    rows = db.session.execute(
+        sa.select(refunds, orders.c.public_id.label("order_public"), orders.c.charge_id.label("order_charge"))
+        .join(orders, orders.c.id == refunds.c.order_id)
+        .where(where)
+        .order_by(refunds.c.id)
+    ).all()
+    return [
+        RefundView(
+            r.id,
+            r.public_id,
+            r.order_public,
+            r.order_id,
+            r.order_charge,
+            r.refund_key,
+            r.amount_cents,
+            r.currency,
+            r.reason,
+            r.status,
+            r.created_at,
+        )
+        for r in rows
+    ]
+
+
+def refund_by_public_id(refund_public_id: str) -> RefundView | None:
+    found = refunds_where(refunds.c.public_id == refund_public_id)
+    return found[0] if found else None
 
 
 @dataclass(frozen=True)
@@ -41,6 +98,8 @@ class OrderView:
     charge_id: str | None
     created_at: datetime
     items: tuple[Line, ...]
+    refunded_cents: int = 0
+    refunds: tuple[RefundView, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -55,6 +114,8 @@ class OrderView:
             "email": self.email,
             "card_last4": self.card_last4,
             "charge_id": self.charge_id,
+            "refunded_cents": self.refunded_cents,
+            "refunds": [refund.to_json() for refund in self.refunds],
             "created_at": self.created_at.isoformat().replace("+00:00", "Z"),
         }
 
@@ -74,6 +135,7 @@ _COLUMNS = [
     orders.c.currency,
     orders.c.charge_id,
     orders.c.created_at,
+    orders.c.refunded_cents,
 ]
 
 
@@ -89,8 +151,10 @@ _ITEMS = (
 )
 
 
-def _view(row: sa.Row[Any], items: Sequence[Line]) -> OrderView:
-    return OrderView(**{column.name: row._mapping[column] for column in _COLUMNS}, items=tuple(items))
+def _view(row: sa.Row[Any], items: Sequence[Line], refunds_of: Sequence[RefundView] = ()) -> OrderView:
+    return OrderView(
+        **{column.name: row._mapping[column] for column in _COLUMNS}, items=tuple(items), refunds=tuple(refunds_of)
+    )
 
 
 def _items_of(order_id: int) -> list[Line]:
@@ -100,7 +164,9 @@ def _items_of(order_id: int) -> list[Line]:
 
 def load(where: sa.ColumnElement[bool]) -> OrderView | None:
     row = db.session.execute(sa.select(*_COLUMNS).where(where)).first()
-    return _view(row, _items_of(row.id)) if row is not None else None
+    if row is None:
+        return None
+    return _view(row, _items_of(row.id), refunds_where(refunds.c.order_id == row.id))
 
 
 def by_public_id(public_id: str) -> OrderView | None:
@@ -112,6 +178,7 @@ def view_of(order: Order) -> OrderView:
     return OrderView(
         **{column.name: getattr(order, column.key) for column in _COLUMNS},
         items=tuple(Line(i.sku, i.name, i.quantity, i.unit_price_cents) for i in order.items),
+        refunds=tuple(refunds_where(refunds.c.order_id == order.id)),
     )
 
 
@@ -120,7 +187,15 @@ def insert(values: dict[str, Any], lines: Sequence[Line]) -> OrderView | None:
     now = utcnow()
     row = db.session.execute(
         insert_ignoring_conflicts(orders, db.session).returning(*_COLUMNS),
-        {**values, "status": PENDING, "cart_moved_on": False, "path": SAFE_PATH, "created_at": now, "updated_at": now},
+        {
+            **values,
+            "status": PENDING,
+            "cart_moved_on": False,
+            "path": SAFE_PATH,
+            "refunded_cents": 0,
+            "created_at": now,
+            "updated_at": now,
+        },
     ).first()
     if row is None:
         return None
@@ -146,6 +221,12 @@ def end_pending(order: OrderView, status: str, charge_id: str | None) -> OrderVi
         _END_PENDING, {"_id": order.id, "status": status, "charge_id": charge_id, "updated_at": utcnow()}
     ).first()
     return replace(order, status=row.status, charge_id=row.charge_id) if row is not None else None
+
+
+def refundable_cents(order: OrderView) -> int:
+    """What is left to refund, read now (the view may be older than the last refund)."""
+    refunded = db.session.scalar(sa.select(orders.c.refunded_cents).where(orders.c.id == order.id))
+    return order.total_cents - int(refunded or 0)
 
 
 def mark_cart_moved_on(order: OrderView) -> None:

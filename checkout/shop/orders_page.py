@@ -3,25 +3,48 @@
 A pending order whose payment nobody is working on (the gateway was down, or
 its answer was lost, and the shopper moved on) offers to finish that payment:
 the form carries the payment's own key, so finishing it is a retry, never a
-second payment.
+second payment. A paid order offers a refund, with a key of its own rendered
+with the page: a double submit of that form refunds once.
 """
 
 from __future__ import annotations
 
+import json
+import uuid
+
 import sqlalchemy as sa
-from flask import Blueprint, abort, render_template, session
+from flask import Blueprint, abort, current_app, flash, redirect, render_template, session, url_for
 from flask.typing import ResponseReturnValue
 
 from checkout.extensions import db
-from checkout.idempotency import Scope, peek
-from checkout.shop.forms import CheckoutForm
-from checkout.shop.identity import known_browser_customer_id
-from checkout.shop.models import PENDING, Order
+from checkout.idempotency import (
+    Done,
+    InProgress,
+    InvalidKey,
+    Mismatch,
+    Outcome,
+    Refused,
+    Scope,
+    Unfinished,
+    fingerprint,
+    parse_key,
+    peek,
+    run,
+)
+from checkout.shop import parsing
+from checkout.shop.forms import CheckoutForm, RefundForm
+from checkout.shop.identity import browser_identity, known_browser_customer_id
+from checkout.shop.models import PENDING, REFUNDABLE, Order
+from checkout.shop.money import format_money
+from checkout.shop.orders import refunds, refunds_where
+from checkout.shop.refunds import BROWSER_REFUNDS, BrowserRefundResponder, PlaceRefund, RefundRequest
 from checkout.shop.responders import BROWSER_ENDPOINT
+from checkout.shop.runtime import fingerprint_secret, gateway, idempotency_settings
 
 bp = Blueprint("orders", __name__)
 
 REPLAYED = "replayed_orders"
+REFUND_REPLAYED = "replayed_refunds"
 REMEMBERED_REPLAYS = 10
 
 
@@ -73,15 +96,100 @@ def _finish_form(order: Order) -> CheckoutForm | None:
     )
 
 
+def _refund_form(order: Order, form: RefundForm | None = None) -> RefundForm | None:
+    """The refund form for a paid order with money left to refund; a new key for each page."""
+    if order.status not in REFUNDABLE or order.charge_id is None or order.refunded_cents >= order.total_cents:
+        return None
+    form = form or RefundForm(formdata=None)
+    form.idempotency_key.data = form.idempotency_key.data or str(uuid.uuid4())
+    return form
+
+
+def _render_order(
+    order: Order, status: int = 200, *, refund_form: RefundForm | None = None, error: str | None = None
+) -> ResponseReturnValue:
+    return render_template(
+        "shop/order.html",
+        order=order,
+        refunds=refunds_where(refunds.c.order_id == order.id),
+        replayed=order.public_id in session.get(REPLAYED, []),
+        refund_replayed=order.public_id in session.pop(REFUND_REPLAYED, []),
+        finish_form=_finish_form(order),
+        refund_form=_refund_form(order, refund_form),
+        refund_error=error,
+    ), status
+
+
 @bp.get("/orders/<order_id>", endpoint="show")
 def show(order_id: str) -> ResponseReturnValue:
     customer_id = known_browser_customer_id()
     order = order_of(customer_id, order_id) if customer_id else None
     if order is None:
         abort(404)
-    return render_template(
-        "shop/order.html",
-        order=order,
-        replayed=order_id in session.get(REPLAYED, []),
-        finish_form=_finish_form(order),
+    return _render_order(order)
+
+
+@bp.post("/orders/<order_id>/refunds", endpoint="refund")
+def refund(order_id: str) -> ResponseReturnValue:
+    customer_id = known_browser_customer_id()
+    order = order_of(customer_id, order_id) if customer_id else None
+    if order is None:
+        abort(404)
+    form = RefundForm()
+    try:
+        key = parse_key(form.idempotency_key.data)
+    except InvalidKey:
+        return _render_order(order, 400, error="This refund form has no key: reload the page. Nothing was refunded.")
+    if not form.validate():
+        return _render_order(order, 422, refund_form=form)
+    amount = parsing.amount_in_dollars(form.amount.data)
+    assert customer_id is not None
+    outcome = run(
+        Scope(browser_identity(), BROWSER_REFUNDS, key),
+        fingerprint(fingerprint_secret(), "POST", BROWSER_REFUNDS, {"order_id": order_id, "amount_cents": amount}),
+        PlaceRefund(
+            RefundRequest(customer_id, order_id, key, amount, ""), BrowserRefundResponder(), gateway()
+        ).phases(),
+        settings=idempotency_settings(),
+        wait_seconds=float(current_app.config["CHECKOUT_BROWSER_WAIT_SECONDS"]),
+    )
+    return _refund_answer(outcome, order, form)
+
+
+def _refund_answer(outcome: Outcome, order: Order, form: RefundForm) -> ResponseReturnValue:
+    if isinstance(outcome, Done | Refused):
+        told = json.loads(outcome.response.body)
+        if told["outcome"] == "refunded":
+            if isinstance(outcome, Done) and (outcome.replayed or outcome.duplicates):
+                noted = session.get(REFUND_REPLAYED, [])
+                session[REFUND_REPLAYED] = [*noted, order.public_id][-REMEMBERED_REPLAYS:]
+            flash(
+                f"Refunded {format_money(told['amount_cents'], order.currency)} (refund {told['refund_id']}).",
+                "success",
+            )
+            return redirect(url_for("orders.show", order_id=order.public_id), 303)
+        fresh = order_of(order.customer_id, order.public_id) or order
+        if told["outcome"] == "exceeds":
+            left = format_money(told["left_cents"], order.currency)
+            return _render_order(
+                fresh, 422, error=f"That is more than is left to refund ({left}). Nothing was refunded."
+            )
+        return _render_order(fresh, 422, error="This order cannot be refunded. Nothing was refunded.")
+    if isinstance(outcome, InProgress):
+        flash("Your refund is still being processed; this page shows it once it is done.", "info")
+        return redirect(url_for("orders.show", order_id=order.public_id), 303)
+    if isinstance(outcome, Mismatch):
+        return _render_order(
+            order,
+            422,
+            error="This refund form was already sent with another amount. Nothing new "
+            "was refunded: reload the page to refund again.",
+        )
+    assert isinstance(outcome, Unfinished)
+    return _render_order(
+        order,
+        503,
+        refund_form=form,
+        error=f"We could not confirm the refund yet: {outcome.reason}. "
+        "Press Refund again: it finishes this same refund and never refunds twice.",
     )

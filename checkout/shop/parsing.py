@@ -121,3 +121,28 @@ def items(raw: object) -> tuple[list[RequestedLine], dict[str, list[str]]]:
         if code is not None and count is not None:
             lines.append(RequestedLine(index, code, count))
     return lines, errors
+
+
+MAX_CENTS = 100_000_000
+
+
+def amount_cents(raw: object) -> int | None:
+    """An optional amount in cents: a whole number above zero, or nothing (meaning: all that is left)."""
+    if raw is None:
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, int) or not 0 < raw <= MAX_CENTS:
+        raise Invalid(f"must be a whole number of cents from 1 to {MAX_CENTS}")
+    return raw
+
+
+def amount_in_dollars(raw: object) -> int | None:
+    """A form's amount like "14.00" or "14" in cents; empty means all that is left."""
+    value = text(raw if raw is not None else "", max_length=20).strip()
+    if not value:
+        return None
+    whole, _, fraction = value.partition(".")
+    if not (whole.isascii() and whole.isdigit()) or not (fraction == "" or (fraction.isascii() and fraction.isdigit())):
+        raise Invalid("must be an amount like 14.00")
+    if len(fraction) > 2 or len(whole) > 7:
+        raise Invalid("must be an amount like 14.00")
+    return amount_cents(int(whole) * 100 + int((fraction + "00")[:2]))

@@ -24,10 +24,11 @@ import sqlalchemy as sa
 
 from checkout.gateway import CardDeclined, Charge, Gateway, GatewayTimeout, GatewayUnavailable, KeyVoided
 from checkout.idempotency import STARTED, Complete, MoveTo, Operation, Phase, Refuse, RetryLater, Step, StoredResponse
-from checkout.shop import carts, orders
+from checkout.shop import carts, orders, stock
 from checkout.shop.lines import Line, total_of
 from checkout.shop.models import DECLINED, FAILED, PAID, PENDING, public_id
 from checkout.shop.orders import OrderView
+from checkout.shop.outcomes import end_order
 from checkout.shop.parsing import RequestedLine
 from checkout.shop.responders import Responder
 from checkout.shop.validation import price
@@ -47,6 +48,7 @@ class PaymentEvent(enum.StrEnum):
     GATEWAY_UNAVAILABLE = "gateway_unavailable"
     ANSWER_LOST = "answer_lost"
     ALREADY_FINAL = "already_final"
+    OUT_OF_STOCK = "out_of_stock"
     RECONCILED = "reconciled"
 
 
@@ -131,9 +133,18 @@ class PlaceOrder:
 
     def create_order(self, operation: Operation, _nothing: None) -> Step:
         lines, currency = self._lines()
+        short = stock.take(lines)
+        if short:
+            # Final under this key, like a decline: stored and replayed. (A browser's cart version
+            # moves on, so fixing the cart gets a new key.)
+            operation.note(PaymentEvent.OUT_OF_STOCK, skus=short)
+            if self.request.cart is not None:
+                carts.retire_version(self.request.cart.cart_id, self.request.cart.version)
+            return Complete(self.respond.out_of_stock(short))
         order, created = _insert_order(self.request, lines, currency)
         operation.reference = order.public_id
         if not created:
+            stock.give_back(lines)  # taken a moment ago for an order that already exists
             # The orders' own unique constraints found it: the key's record was purged (a late retry),
             # or another key already pays this cart version (a second tab, a forged form).
             if order.status == PENDING:
@@ -226,29 +237,18 @@ def _insert_order(request: OrderRequest, lines: tuple[Line, ...], currency: str)
 def finish(operation: Operation, order: OrderView, answer: GatewayAnswer, respond: Responder) -> Step:
     """Record the gateway's answer on the order and complete the operation (inside its owned transaction).
 
-    The update is conditional on the order still being pending: whoever comes
-    first (this worker, reconcile, a webhook) ends it; the others change nothing.
+    Whoever comes first (this worker, reconcile, the gateway's webhook) ends the
+    order, with its side effects (checkout.shop.outcomes); the others change nothing.
     """
     status = {"succeeded": PAID, "declined": DECLINED, "voided": FAILED}.get(answer.status)
-    ended = orders.end_pending(order, status, answer.charge_id if status != FAILED else None) if status else None
+    ended = end_order(order, status, answer.charge_id if status != FAILED else None) if status else None
     if ended is None:
         ended = orders.by_public_id(order.public_id)  # already final: answer with what it is
         assert ended is not None
     else:
-        _settle_cart(ended)
         event = {PAID: PaymentEvent.CHARGED, DECLINED: PaymentEvent.DECLINED, FAILED: PaymentEvent.VOIDED}[ended.status]
         operation.note(event, order_id=ended.public_id, charge_id=answer.charge_id)
     return Complete(answer_for(ended, respond))
-
-
-def _settle_cart(order: OrderView) -> None:
-    if order.cart_id is None or order.cart_version is None:
-        return
-    if order.status == PAID:
-        if not carts.close_paid_version(order.cart_id, order.cart_version):
-            orders.mark_cart_moved_on(order)
-    else:
-        carts.retire_version(order.cart_id, order.cart_version)
 
 
 def answer_for(order: OrderView, respond: Responder) -> StoredResponse:

@@ -14,6 +14,9 @@ our back:
 - no order yet (a record that never got past its claim): the record is
   deleted, so the client's next retry starts afresh; nothing happened.
 
+A refund needs no fence: it needs no card, so reconcile finishes it by asking
+the gateway to refund again, with the same refund key (idempotent there).
+
 The client sees the outcome on its next retry with the same key.
 """
 
@@ -22,10 +25,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from checkout.gateway import Gateway
-from checkout.idempotency import Event, LeaseLost, RecordView, Settings, abandoned, take_over
+from checkout.idempotency import Complete, Event, LeaseLost, RecordView, RetryLater, Settings, abandoned, take_over
 from checkout.shop import orders
 from checkout.shop.orders import OrderView
 from checkout.shop.placement import GatewayAnswer, PaymentEvent, finish
+from checkout.shop.refunds import (
+    API_REFUNDS,
+    BROWSER_REFUNDS,
+    ApiRefundResponder,
+    BrowserRefundResponder,
+    RefundResponder,
+    mark_refunded,
+)
+from checkout.shop.refunds import call_gateway as call_refund
 from checkout.shop.responders import RESPONDERS
 from checkout.transactions import reading
 
@@ -35,7 +47,7 @@ class Reconciled:
     key: str
     endpoint: str
     customer: str
-    outcome: str  # paid, declined, failed, restarted, skipped
+    outcome: str  # paid, declined, failed, refunded, waiting, restarted, skipped
     order_id: str | None = None
     charge_id: str | None = None
 
@@ -55,6 +67,8 @@ def _order_of(reference: str) -> OrderView | None:
 
 
 def reconcile_one(view: RecordView, gateway: Gateway, settings: Settings) -> Reconciled:
+    if view.scope.endpoint in REFUND_RESPONDERS:
+        return _reconcile_refund(view, gateway, settings)
     scope = view.scope
     skipped = Reconciled(scope.key, scope.endpoint, scope.customer, "skipped")
     respond = RESPONDERS.get(scope.endpoint)
@@ -85,3 +99,36 @@ def reconcile(gateway: Gateway, settings: Settings) -> list[Reconciled]:
     with reading():
         stale = abandoned(settings)
     return [reconcile_one(view, gateway, settings) for view in stale]
+
+
+REFUND_RESPONDERS: dict[str, RefundResponder] = {
+    API_REFUNDS: ApiRefundResponder(),
+    BROWSER_REFUNDS: BrowserRefundResponder(),
+}
+
+
+def _reconcile_refund(view: RecordView, gateway: Gateway, settings: Settings) -> Reconciled:
+    scope = view.scope
+    skipped = Reconciled(scope.key, scope.endpoint, scope.customer, "skipped")
+    operation = take_over(view, settings, by=Event.RECONCILE_STARTED)
+    if operation is None:
+        return skipped
+    try:
+        with reading():
+            refund = orders.refund_by_public_id(operation.reference) if operation.reference else None
+        if refund is None:
+            operation.discard("abandoned before a refund existed")
+            return Reconciled(scope.key, scope.endpoint, scope.customer, "restarted")
+        try:
+            answer = call_refund(gateway, refund)
+        except RetryLater as later:
+            operation.release(later.reason, later.event, **later.detail)
+            return Reconciled(scope.key, scope.endpoint, scope.customer, "waiting", refund.order_public_id)
+        with operation.owned():
+            mark_refunded(refund, answer.id)
+            done = orders.refund_by_public_id(refund.public_id)
+            assert done is not None
+            operation.apply(Complete(REFUND_RESPONDERS[scope.endpoint].refunded(done)))
+    except LeaseLost:
+        return skipped
+    return Reconciled(scope.key, scope.endpoint, scope.customer, "refunded", refund.order_public_id)

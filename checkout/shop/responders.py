@@ -29,6 +29,8 @@ class Responder(Protocol):
 
     def invalid(self, errors: dict[str, list[str]]) -> StoredResponse: ...
 
+    def out_of_stock(self, skus: list[str]) -> StoredResponse: ...
+
 
 class ApiResponder:
     """JSON, stored byte for byte and replayed as it is."""
@@ -75,6 +77,15 @@ class ApiResponder:
     def invalid(self, errors: dict[str, list[str]]) -> StoredResponse:
         return self._problem(422, "Invalid order", "Some fields are invalid.", "validation-error", errors=errors)
 
+    def out_of_stock(self, skus: list[str]) -> StoredResponse:
+        return self._problem(
+            422,
+            "Out of stock",
+            "Not enough stock for: " + ", ".join(skus) + ". Nothing was charged.",
+            "out-of-stock",
+            skus=skus,
+        )
+
     @staticmethod
     def _problem(status: int, title: str, detail: str, type_: str, **extra: Any) -> StoredResponse:
         response = problem(status, title, detail, type_=type_, **extra)
@@ -85,10 +96,11 @@ class ApiResponder:
 class BrowserOutcome:
     """The browser endpoint stores what happened, typed; the checkout view renders the page from it."""
 
-    outcome: str  # paid, declined, abandoned, out_of_date, in_progress
+    outcome: str  # paid, declined, abandoned, out_of_stock, out_of_date, in_progress
     order_id: str | None = None
     key: str | None = None  # in_progress: the key of the operation that is placing the order
     reason: str | None = None
+    skus: list[str] | None = None  # out_of_stock: what ran out
 
     @classmethod
     def from_stored(cls, response: StoredResponse) -> BrowserOutcome:
@@ -121,6 +133,9 @@ class BrowserResponder:
 
     def invalid(self, errors: dict[str, list[str]]) -> StoredResponse:
         return BrowserOutcome("out_of_date", reason="Something in your cart is no longer sold.").stored(422)
+
+    def out_of_stock(self, skus: list[str]) -> StoredResponse:
+        return BrowserOutcome("out_of_stock", skus=skus).stored(422)
 
 
 RESPONDERS: dict[str, Responder] = {API_ENDPOINT: ApiResponder(), BROWSER_ENDPOINT: BrowserResponder()}

@@ -1,38 +1,62 @@
-"""Demo data: the catalog, and the demo API customers in development."""
+"""Demo data: the catalog with its stock, and the demo API customers in development."""
 
 from __future__ import annotations
+
+import sqlalchemy as sa
 
 from checkout.database import insert_ignoring_conflicts, utcnow
 from checkout.extensions import db
 from checkout.shop.models import Customer, Product, hash_token
 
+# Enough for the mass test and the benchmarks, run again and again; the last product has one.
+PLENTY = 100_000
 PRODUCTS = [
-    ("MUG-01", "Idempotent Mug", "Pour twice, fill once.", "☕️", 1400),
-    ("TEE-01", "Exactly-Once T-shirt", "Soft cotton, printed a single time.", "👕", 2400),
-    ("STK-01", "Retry Sticker Pack", "Ten stickers; sticking one twice is safe.", "🏷️", 500),
-    ("NOTE-01", "Ledger Notebook", "Append-only, dotted pages.", "📓", 1250),
-    ("HOOD-01", "Lease Hoodie", "Warm until it expires.", "🧥", 4800),
-    ("CAP-01", "UUIDv4 Cap", "One in 2^122 chance someone has the same.", "🧢", 1900),
-    ("POST-01", "Two Generals Poster", "A classic about lost answers.", "🖼️", 1600),
-    ("KEY-01", "Pay Keycap", "Press it as often as you like.", "⌨️", 900),
-    ("SOCK-01", "At-Most-Once Socks", "A pair, never two.", "🧦", 1100),
-    ("TOTE-01", "Recovery Point Tote", "Carries on from where you left off.", "👜", 1800),
-    ("LAST-01", "Last-One Lamp", "Only one was ever made: two tabs can race for it.", "💡", 3200),
+    ("MUG-01", "Idempotent Mug", "Pour twice, fill once.", "☕️", 1400, PLENTY),
+    ("TEE-01", "Exactly-Once T-shirt", "Soft cotton, printed a single time.", "👕", 2400, PLENTY),
+    ("STK-01", "Retry Sticker Pack", "Ten stickers; sticking one twice is safe.", "🏷️", 500, PLENTY),
+    ("NOTE-01", "Ledger Notebook", "Append-only, dotted pages.", "📓", 1250, PLENTY),
+    ("HOOD-01", "Lease Hoodie", "Warm until it expires.", "🧥", 4800, PLENTY),
+    ("CAP-01", "UUIDv4 Cap", "One in 2^122 chance someone has the same.", "🧢", 1900, PLENTY),
+    ("POST-01", "Two Generals Poster", "A classic about lost answers.", "🖼️", 1600, PLENTY),
+    ("KEY-01", "Pay Keycap", "Press it as often as you like.", "⌨️", 900, PLENTY),
+    ("SOCK-01", "At-Most-Once Socks", "A pair, never two.", "🧦", 1100, PLENTY),
+    ("TOTE-01", "Recovery Point Tote", "Carries on from where you left off.", "👜", 1800, PLENTY),
+    ("LAST-01", "Last-One Lamp", "Only one was ever made: two tabs can race for it.", "💡", 3200, 1),
 ]
 
 DEMO_CUSTOMERS = [("alice", "cus_demo_alice", "demo-alice-token"), ("bob", "cus_demo_bob", "demo-bob-token")]
 
 
-def seed(*, demo_customers: bool) -> dict[str, int]:
-    """Insert what is missing; running it twice changes nothing. (Call inside a unit of work.)"""
+def seed(*, demo_customers: bool, reset_stock: bool = False) -> dict[str, int]:
+    """Insert what is missing; running it twice changes nothing (today's stock stays).
+
+    ``reset_stock`` puts every product's seeded stock back on the shelf. The
+    restock is added to ``seeded_stock`` too, so that seeded_stock = stock +
+    what orders hold stays true. (Call inside a unit of work.)
+    """
     products = 0
-    for sku, name, description, emoji, price in PRODUCTS:
+    for sku, name, description, emoji, price, stock in PRODUCTS:
         result = db.session.execute(
             insert_ignoring_conflicts(Product, db.session)
-            .values(sku=sku, name=name, description=description, emoji=emoji, price_cents=price, currency="USD")
+            .values(
+                sku=sku,
+                name=name,
+                description=description,
+                emoji=emoji,
+                price_cents=price,
+                currency="USD",
+                stock=stock,
+                seeded_stock=stock,
+            )
             .returning(Product.id)
         )
         products += len(result.all())
+        restock = Product.seeded_stock == 0 if not reset_stock else sa.true()  # never stocked: an older database
+        db.session.execute(
+            sa.update(Product)
+            .where(Product.sku == sku, restock)
+            .values(seeded_stock=Product.seeded_stock + (stock - Product.stock), stock=stock)
+        )
     customers = 0
     if demo_customers:
         for name, public, token in DEMO_CUSTOMERS:

@@ -1,0 +1,279 @@
+"""Refunds: a second idempotent endpoint, with its own key scope, and never more than charged.
+
+    started ──(claim + reserve the amount + refund row)──▶ refund_created ──(gateway, then one transaction)──▶ finished
+
+- From ``started``, inside the claim's transaction: the order must be paid
+  (else 422 ``order-not-refundable``, nothing stored); the amount (all that is
+  left, unless the client names one) is reserved on the order by a conditional
+  UPDATE that a CHECK backs (more than is left: 422 ``refund-exceeds-charge``,
+  stored); the refund row is written, pending.
+- From ``refund_created``: the gateway refunds, idempotent on a key derived
+  from the refund, with no transaction open; then one transaction marks the
+  refund succeeded, writes its receipt email, and completes the operation.
+
+A refund needs no card, so reconcile can always finish one: it asks the
+gateway again with the same refund key.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Protocol
+
+import sqlalchemy as sa
+
+from checkout.database import utcnow
+from checkout.extensions import db
+from checkout.gateway import Gateway, GatewayTimeout, GatewayUnavailable
+from checkout.gateway import Refund as GatewayRefundAnswer
+from checkout.idempotency import STARTED, Complete, MoveTo, Operation, Phase, Refuse, RetryLater, Step, StoredResponse
+from checkout.problems import json_bytes, problem
+from checkout.shop import emails, orders
+from checkout.shop.models import (
+    PARTIALLY_REFUNDED,
+    REFUND_PENDING,
+    REFUND_SUCCEEDED,
+    REFUNDABLE,
+    REFUNDED,
+    Order,
+    Refund,
+    public_id,
+)
+from checkout.shop.orders import OrderView, RefundView
+from checkout.transactions import assert_idle, reading
+
+REFUND_CREATED = "refund_created"
+API_REFUNDS = "POST /api/orders/<order_id>/refunds"
+BROWSER_REFUNDS = "POST /orders/<order_id>/refunds"
+
+refunds = Refund.__table__
+order_table = Order.__table__
+
+
+class RefundEvent(enum.StrEnum):
+    REFUND_CREATED = "refund_created"
+    GATEWAY_CALLED = "gateway_called"
+    REFUNDED = "refunded"
+    REFUND_EXCEEDS_CHARGE = "refund_exceeds_charge"
+    GATEWAY_UNAVAILABLE = "gateway_unavailable"
+    ANSWER_LOST = "answer_lost"
+
+
+def of_order(order_id: int) -> list[RefundView]:
+    return orders.refunds_where(refunds.c.order_id == order_id)
+
+
+def by_public_id(refund_public_id: str) -> RefundView | None:
+    return orders.refund_by_public_id(refund_public_id)
+
+
+def refund_key_for(refund_public_id: str) -> str:
+    return f"refund-{refund_public_id}"
+
+
+# --- answers ------------------------------------------------------------------------
+
+
+class RefundResponder(Protocol):
+    def refunded(self, refund: RefundView) -> StoredResponse: ...
+
+    def not_refundable(self, order: OrderView) -> StoredResponse: ...
+
+    def exceeds(self, order: OrderView, asked: int, left: int) -> StoredResponse: ...
+
+
+class ApiRefundResponder:
+    def refunded(self, refund: RefundView) -> StoredResponse:
+        location = f"/api/orders/{refund.order_public_id}/refunds/{refund.public_id}"
+        return StoredResponse(
+            201, {"Content-Type": "application/json", "Location": location}, json_bytes(refund.to_json())
+        )
+
+    def not_refundable(self, order: OrderView) -> StoredResponse:
+        answer = problem(
+            422,
+            "Order not refundable",
+            f"Order {order.public_id} is {order.status}: only a paid order can be refunded.",
+            type_="order-not-refundable",
+            order_id=order.public_id,
+        )
+        return StoredResponse(422, {"Content-Type": "application/problem+json"}, answer.get_data())
+
+    def exceeds(self, order: OrderView, asked: int, left: int) -> StoredResponse:
+        answer = problem(
+            422,
+            "Refund exceeds charge",
+            f"Asked to refund {asked} cents; {left} cents of order {order.public_id} are left to refund.",
+            type_="refund-exceeds-charge",
+            order_id=order.public_id,
+            refundable_cents=left,
+        )
+        return StoredResponse(422, {"Content-Type": "application/problem+json"}, answer.get_data())
+
+
+class BrowserRefundResponder:
+    """The browser's refund form stores what happened; the order page says it."""
+
+    def refunded(self, refund: RefundView) -> StoredResponse:
+        return StoredResponse(
+            303,
+            {"Content-Type": "application/json"},
+            json_bytes({"outcome": "refunded", "refund_id": refund.public_id, "amount_cents": refund.amount_cents}),
+        )
+
+    def not_refundable(self, order: OrderView) -> StoredResponse:
+        return StoredResponse(422, {"Content-Type": "application/json"}, json_bytes({"outcome": "not_refundable"}))
+
+    def exceeds(self, order: OrderView, asked: int, left: int) -> StoredResponse:
+        return StoredResponse(
+            422,
+            {"Content-Type": "application/json"},
+            json_bytes({"outcome": "exceeds", "asked_cents": asked, "left_cents": left}),
+        )
+
+
+# --- the phases ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RefundRequest:
+    customer_id: int
+    order_public_id: str
+    idempotency_key: str
+    amount_cents: int | None  # None: everything that is left
+    reason: str
+
+
+def _reserve(order: OrderView, amount: int) -> bool:
+    """Take ``amount`` off what is left to refund, and set the order's refund status, in one UPDATE."""
+    total = order_table.c.total_cents
+    after = order_table.c.refunded_cents + amount
+    row = db.session.execute(
+        sa.update(order_table)
+        .where(order_table.c.id == order.id, order_table.c.status.in_(REFUNDABLE), after <= total)
+        .values(refunded_cents=after, status=sa.case((after == total, REFUNDED), else_=PARTIALLY_REFUNDED))
+        .returning(order_table.c.id)
+    ).first()
+    return row is not None
+
+
+class PlaceRefund:
+    def __init__(self, request: RefundRequest, respond: RefundResponder, gateway: Gateway) -> None:
+        self.request = request
+        self.respond = respond
+        self.gateway = gateway
+        self.refund: RefundView | None = None
+
+    def phases(self) -> dict[str, Phase]:
+        return {
+            STARTED: Phase(commit=self.create_refund),
+            REFUND_CREATED: Phase(call=self.call_gateway, commit=self.record_refund),
+        }
+
+    def create_refund(self, operation: Operation, _nothing: None) -> Step:
+        order = orders.load(
+            sa.and_(
+                order_table.c.public_id == self.request.order_public_id,
+                order_table.c.customer_id == self.request.customer_id,
+            )
+        )
+        assert order is not None  # the view checked it is this customer's
+        if order.status not in REFUNDABLE or order.charge_id is None:
+            raise Refuse(self.respond.not_refundable(order))  # nothing stored: it may become refundable
+        left = orders.refundable_cents(order)
+        amount = self.request.amount_cents if self.request.amount_cents is not None else left
+        if amount <= 0 or amount > left or not _reserve(order, amount):
+            operation.note(RefundEvent.REFUND_EXCEEDS_CHARGE, order_id=order.public_id, asked=amount, left=left)
+            return Complete(self.respond.exceeds(order, amount, left))  # final under this key: stored
+        refund_id = public_id("re")
+        created = db.session.execute(
+            sa.insert(refunds).returning(refunds.c.id),
+            {
+                "public_id": refund_id,
+                "order_id": order.id,
+                "idempotency_key": self.request.idempotency_key,
+                "refund_key": refund_key_for(refund_id),
+                "amount_cents": amount,
+                "currency": order.currency,
+                "reason": self.request.reason,
+                "status": REFUND_PENDING,
+                "path": "safe",
+                "created_at": utcnow(),
+                "updated_at": utcnow(),
+            },
+        ).scalar_one()
+        operation.reference = refund_id
+        operation.note(RefundEvent.REFUND_CREATED, order_id=order.public_id, refund_id=refund_id, amount_cents=amount)
+        operation.note(RefundEvent.GATEWAY_CALLED, refund_id=refund_id, gateway_key=refund_key_for(refund_id))
+        self.refund = RefundView(
+            created,
+            refund_id,
+            order.public_id,
+            order.id,
+            order.charge_id,
+            refund_key_for(refund_id),
+            amount,
+            order.currency,
+            self.request.reason,
+            REFUND_PENDING,
+            utcnow(),
+        )
+        return MoveTo(REFUND_CREATED)
+
+    def _refund(self, operation: Operation) -> RefundView:
+        if self.refund is None and operation.reference is not None:
+            with reading():  # resumed: read the refund, and end the read before the gateway call
+                self.refund = by_public_id(operation.reference)
+        if self.refund is None:
+            raise RuntimeError(f"recovery point {operation.recovery_point} but no refund")
+        return self.refund
+
+    def call_gateway(self, operation: Operation) -> GatewayRefundAnswer:
+        return call_gateway(self.gateway, self._refund(operation))
+
+    def record_refund(self, operation: Operation, answer: GatewayRefundAnswer) -> Step:
+        refund = self._refund(operation)
+        if mark_refunded(refund, answer.id):
+            operation.note(RefundEvent.REFUNDED, refund_id=refund.public_id, gateway_refund_id=answer.id)
+        done = by_public_id(refund.public_id)
+        assert done is not None
+        return Complete(self.respond.refunded(done))
+
+
+def call_gateway(gateway: Gateway, refund: RefundView) -> GatewayRefundAnswer:
+    """Ask the gateway to refund (no transaction may be open): the same refund key on every retry."""
+    assert_idle()
+    try:
+        return gateway.refund(
+            refund_key=refund.refund_key,
+            charge_id=str(refund.charge_id),
+            amount_cents=refund.amount_cents,
+            currency=refund.currency,
+        )
+    except GatewayUnavailable as unavailable:
+        raise RetryLater(
+            "the payment gateway is unavailable; nothing was refunded",
+            event=RefundEvent.GATEWAY_UNAVAILABLE,
+            refund_id=refund.public_id,
+        ) from unavailable
+    except GatewayTimeout as timeout:
+        raise RetryLater(
+            "the payment gateway did not answer in time", event=RefundEvent.ANSWER_LOST, refund_id=refund.public_id
+        ) from timeout
+
+
+def mark_refunded(refund: RefundView, gateway_refund_id: str) -> bool:
+    """The gateway refunded: mark it, and write its receipt, once (the worker or the webhook, whoever is first)."""
+    changed = db.session.execute(
+        sa.update(refunds)
+        .where(refunds.c.id == refund.id, refunds.c.status == REFUND_PENDING)
+        .values(status=REFUND_SUCCEEDED, gateway_refund_id=gateway_refund_id, updated_at=utcnow())
+        .returning(refunds.c.id)
+    ).first()
+    if changed is None:
+        return False
+    order = orders.by_public_id(refund.order_public_id)
+    assert order is not None
+    emails.refund_receipt(refund.public_id, refund.amount_cents, refund.currency, order)
+    return True
