@@ -11,10 +11,10 @@ from flask import Flask
 from flask.testing import FlaskClient, FlaskCliRunner
 from sqlalchemy.exc import IntegrityError
 
-from checkout.extensions import db
 from checkout.gateway import GatewayRefund, RefundExceedsCharge
 from checkout.shop.models import Order, Refund
 from checkout.shop.runtime import gateway
+from checkout.transactions import writing
 from tests.helpers import (
     ALICE,
     ANSWER_LOST_CARD,
@@ -186,9 +186,8 @@ def test_racing_duplicates_of_one_refund_refund_once(app: Flask, ledger: Ledger)
 
 def test_the_database_refuses_to_refund_more_than_an_order_total(app: Flask, client: FlaskClient) -> None:
     order = paid_order(client)
-    with app.app_context(), pytest.raises(IntegrityError):
-        db.session.execute(sa.update(Order).where(Order.public_id == order["id"]).values(refunded_cents=TOTAL + 1))
-        db.session.commit()
+    with app.app_context(), pytest.raises(IntegrityError), writing() as tx:
+        tx.execute(sa.update(Order).where(Order.public_id == order["id"]).values(refunded_cents=TOTAL + 1))
 
 
 def test_the_gateway_refuses_to_refund_more_than_it_charged(app: Flask, client: FlaskClient, ledger: Ledger) -> None:

@@ -15,6 +15,7 @@ from sqlalchemy.exc import IntegrityError
 
 from checkout.extensions import db
 from checkout.shop.models import HOLDS_STOCK, Order, OrderItem, Product
+from checkout.transactions import writing
 from tests.helpers import (
     ALICE,
     BOB,
@@ -110,9 +111,8 @@ def test_two_customers_racing_for_the_last_item_one_gets_it_the_other_out_of_sto
 
 
 def test_the_database_never_lets_stock_go_below_zero(app: Flask) -> None:
-    with app.app_context(), pytest.raises(IntegrityError):
-        db.session.execute(sa.update(Product).where(Product.sku == "LAST-01").values(stock=-1))
-        db.session.commit()
+    with app.app_context(), pytest.raises(IntegrityError), writing() as tx:
+        tx.execute(sa.update(Product).where(Product.sku == "LAST-01").values(stock=-1))
 
 
 def test_a_browser_that_lost_the_race_is_told_and_its_next_try_gets_a_new_key(app: Flask, client: FlaskClient) -> None:
