@@ -60,8 +60,10 @@ def create_app(config: Mapping[str, Any] | None = None, *, instance_path: str | 
             timeout_seconds=float(app.config["CHECKOUT_GATEWAY_TIMEOUT_SECONDS"]),
         )
 
+    from checkout.gateway.relay import register_webhook_relay
     from checkout.limits import register_rate_limits
 
+    register_webhook_relay(app)
     register_rate_limits(app)
     register_blueprints(app)
     register_template_helpers(app)
@@ -81,8 +83,9 @@ def register_blueprints(app: Flask) -> None:
     from checkout.shop.checkout_page import bp as checkout_bp
     from checkout.shop.orders_page import bp as orders_bp
     from checkout.shop.storefront import bp as shop_bp
+    from checkout.shop.webhooks import bp as webhooks_bp
 
-    for blueprint in (shop_bp, checkout_bp, orders_bp, api_bp, lab_bp, unsafe_bp):
+    for blueprint in (shop_bp, checkout_bp, orders_bp, api_bp, webhooks_bp, lab_bp, unsafe_bp):
         app.register_blueprint(blueprint)
 
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import time
+
 import click
 from flask import Flask, current_app
 from flask.cli import AppGroup
 
+from checkout.gateway.relay import deliverer, webhook_url
 from checkout.idempotency import purge
 from checkout.shop.reconcile import reconcile
 from checkout.shop.runtime import gateway, idempotency_settings
@@ -44,3 +47,21 @@ def register_commands(app: Flask) -> None:
         click.echo(f"reconciled {sum(r.outcome != 'skipped' for r in results)} abandoned operations")
 
     app.cli.add_command(idempotency)
+
+    gateway_commands = AppGroup("gateway", help="The mock payment gateway's own jobs.")
+
+    @gateway_commands.command("deliver")
+    @click.option("--forever", is_flag=True, help="Keep delivering, every second (a separate process).")
+    @click.option("--url", default=None, help="Where to POST (default: CHECKOUT_WEBHOOK_URL, else this shop).")
+    def deliver_command(forever: bool, url: str | None) -> None:
+        """Deliver the gateway's due events (webhooks) to the shop, at least once."""
+        target = url or webhook_url(current_app)
+        while True:
+            for delivery in deliverer(current_app).deliver_due(target):
+                kind = "again (duplicate)" if delivery.duplicate else "delivered" if delivery.delivered else "failed"
+                click.echo(f"{delivery.event_id} {delivery.type}: {kind} ({delivery.status})")
+            if not forever:
+                break
+            time.sleep(1)
+
+    app.cli.add_command(gateway_commands)

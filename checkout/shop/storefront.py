@@ -18,7 +18,11 @@ bp = Blueprint("shop", __name__)
 @bp.before_app_request
 def _identify() -> None:
     """An anonymous customer per browser session, from the first visit (API clients use tokens)."""
-    if request.blueprint != "api" and request.endpoint != "static" and not request.path.startswith("/api/"):
+    if (
+        request.blueprint not in ("api", "webhooks")
+        and request.endpoint != "static"
+        and not request.path.startswith("/api/")
+    ):
         browser_identity()
 
 

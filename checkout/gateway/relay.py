@@ -1,0 +1,67 @@
+"""The mock gateway's delivery service, wired into the app for development.
+
+A real provider runs its own webhook delivery; this mock has none, so in
+development each worker process runs a small background thread that
+delivers due events every second (``CHECKOUT_WEBHOOK_RELAY=thread``). In
+production, run ``flask --app checkout gateway deliver --forever`` as its
+own process instead. The URL is ``CHECKOUT_WEBHOOK_URL``, else this shop's
+own ``/webhooks/gateway`` as the first request reached it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+
+from flask import Flask, request
+
+from checkout.gateway.webhooks import Deliverer
+
+log = logging.getLogger(__name__)
+PATH = "/webhooks/gateway"
+
+
+def deliverer(app: Flask) -> Deliverer:
+    found: Deliverer = app.extensions["checkout.deliverer"]
+    return found
+
+
+def webhook_url(app: Flask) -> str:
+    configured = str(app.config["CHECKOUT_WEBHOOK_URL"])
+    learned = app.extensions.get("checkout.webhook_url")
+    return configured or learned or f"http://127.0.0.1:5000{PATH}"
+
+
+def register_webhook_relay(app: Flask) -> None:
+    app.extensions["checkout.deliverer"] = Deliverer(
+        app.extensions["checkout.gateway"].engine,
+        secret=str(app.config["CHECKOUT_WEBHOOK_SECRET"]),
+        duplicate_rate=float(app.config["CHECKOUT_WEBHOOK_DUPLICATE_RATE"]),
+    )
+    if app.config["CHECKOUT_WEBHOOK_RELAY"] != "thread":
+        return
+    started: dict[str, int] = {}
+    guard = threading.Lock()
+
+    @app.before_request
+    def _start_relay_in_this_process() -> None:
+        # gunicorn forks its workers after the app is made: start the thread in the worker, once.
+        if started.get("pid") == os.getpid():
+            return
+        with guard:
+            if started.get("pid") == os.getpid():
+                return
+            app.extensions.setdefault("checkout.webhook_url", request.url_root.rstrip("/") + PATH)
+            thread = threading.Thread(target=_relay, args=(app,), name="webhook-relay", daemon=True)
+            thread.start()
+            started["pid"] = os.getpid()
+
+
+def _relay(app: Flask) -> None:
+    pause = threading.Event()
+    while not pause.wait(1.0):
+        try:
+            deliverer(app).deliver_due(webhook_url(app))
+        except Exception:  # the database or the shop may be restarting: try again in a second
+            log.warning("webhook delivery failed; trying again", exc_info=True)

@@ -1,0 +1,111 @@
+"""POST /webhooks/gateway: the gateway's events, delivered at least once, applied once.
+
+1. The signature (HMAC of the timestamp and the raw body, keyed by
+   CHECKOUT_WEBHOOK_SECRET) must match and be at most 300 s old: anything else
+   is a 400 problem+json, and nothing is applied.
+2. In ONE unit of work: the event id is claimed (an INSERT guarded by the
+   primary key: the idempotency key of a webhook is its event id) and the event
+   is applied. A repeated delivery finds its receipt and changes nothing (200).
+3. Applying never moves an order backwards: every change is a conditional
+   UPDATE from the state it expects (pending → paid, pending → declined,
+   refund pending → succeeded). Whoever comes first, the worker or the
+   webhook, makes the change; the second changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import sqlalchemy as sa
+from flask import Blueprint, Response, current_app, request
+
+from checkout.database import insert_ignoring_conflicts, utcnow
+from checkout.extensions import csrf, db
+from checkout.gateway.signing import HEADER, verify
+from checkout.problems import json_bytes, problem
+from checkout.shop import orders, refunds
+from checkout.shop.models import DECLINED, PAID, Refund, WebhookReceipt
+from checkout.shop.outcomes import end_order
+from checkout.transactions import writing
+
+bp = Blueprint("webhooks", __name__)
+csrf.exempt(bp)  # signed by the gateway: there is no browser session to forge
+
+receipts = WebhookReceipt.__table__
+APPLIED, NO_CHANGE, IGNORED, DUPLICATE = "applied", "no change", "ignored", "duplicate"
+
+
+def _event(raw: bytes) -> dict[str, Any] | None:
+    try:
+        event = json.loads(raw)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    fields_ok = (
+        isinstance(event, dict)
+        and isinstance(event.get("id"), str)
+        and 0 < len(event["id"]) <= 40
+        and isinstance(event.get("type"), str)
+        and len(event["type"]) <= 40
+        and isinstance(event.get("data"), dict)
+    )
+    return event if fields_ok else None
+
+
+@bp.post("/webhooks/gateway")
+def receive() -> Response:
+    raw = request.get_data(cache=False)
+    refused = verify(
+        str(current_app.config["CHECKOUT_WEBHOOK_SECRET"]), request.headers.get(HEADER), raw, int(utcnow().timestamp())
+    )
+    if refused:
+        return problem(400, "Bad signature", f"Refused: {refused}. Nothing was applied.", type_="bad-signature")
+    event = _event(raw)
+    if event is None:
+        return problem(400, "Malformed event", "The body is not a gateway event. Nothing was applied.")
+    with writing():
+        claimed = db.session.execute(
+            insert_ignoring_conflicts(receipts, db.session).returning(receipts.c.event_id),
+            {
+                "event_id": event["id"],
+                "type": event["type"],
+                "result": "received",
+                "detail": {},
+                "duplicates": 0,
+                "received_at": utcnow(),
+            },
+        ).first()
+        if claimed is None:
+            db.session.execute(
+                sa.update(receipts)
+                .where(receipts.c.event_id == event["id"])
+                .values(duplicates=receipts.c.duplicates + 1)
+            )
+            result, detail = DUPLICATE, {}
+        else:
+            result, detail = apply(event["type"], event["data"])
+            db.session.execute(
+                sa.update(receipts).where(receipts.c.event_id == event["id"]).values(result=result, detail=detail)
+            )
+    return Response(json_bytes({"event": event["id"], "result": result}), mimetype="application/json")
+
+
+def apply(type_: str, data: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """Apply one event inside the current unit of work; what happened."""
+    if type_ in ("charge.succeeded", "charge.failed"):
+        order = orders.by_public_id(str(data.get("reference", "")))
+        if order is None:
+            return IGNORED, {"why": "no such order"}
+        status = PAID if type_ == "charge.succeeded" else DECLINED
+        ended = end_order(order, status, str(data.get("id")))
+        return (APPLIED, {"order_id": order.public_id, "status": status}) if ended else (NO_CHANGE, {})
+    if type_ == "refund.succeeded":
+        refund_id = db.session.scalar(
+            sa.select(Refund.public_id).where(Refund.refund_key == str(data.get("gateway_key", "")))
+        )
+        refund = orders.refund_by_public_id(refund_id) if refund_id else None
+        if refund is None:
+            return IGNORED, {"why": "no such refund"}
+        changed = refunds.mark_refunded(refund, str(data.get("id")))
+        return (APPLIED, {"refund_id": refund.public_id}) if changed else (NO_CHANGE, {})
+    return IGNORED, {"why": "an event this shop does not use"}

@@ -1,0 +1,185 @@
+"""Gateway events: delivered at least once (over real HTTP, with duplicates and in no set order),
+applied once, never moving an order backwards, and nothing applied without a good, fresh signature."""
+
+from __future__ import annotations
+
+import json
+import random
+import uuid
+from datetime import timedelta
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from flask import Flask
+from flask.testing import FlaskClient, FlaskCliRunner
+
+from checkout.database import utcnow
+from checkout.gateway import GatewayEvent
+from checkout.gateway.relay import deliverer
+from checkout.gateway.signing import HEADER, sign
+from checkout.gateway.webhooks import Deliverer
+from checkout.mail.models import OutboxMessage
+from checkout.shop.models import Order, Refund, WebhookReceipt
+from checkout.transactions import writing
+from tests.conftest import LiveServer
+from tests.helpers import ALICE, ANSWER_LOST_CARD, UNAVAILABLE_CARD, Ledger, order_body, post_order
+
+SECRET = "test-webhook-secret"  # tests/conftest.py gives every test app this one
+
+
+def signed_post(client: FlaskClient, event: dict[str, Any], *, secret: str = SECRET, age: int = 0) -> Any:
+    body = json.dumps(event).encode()
+    timestamp = int(utcnow().timestamp()) - age
+    return client.post(
+        "/webhooks/gateway",
+        data=body,
+        content_type="application/json",
+        headers={HEADER: sign(secret, timestamp, body)},
+    )
+
+
+def event_of(ledger: Ledger, type_: str) -> dict[str, Any]:
+    [row] = [e for e in ledger.rows(GatewayEvent) if e.type == type_]
+    return {"id": row.id, "type": row.type, "created": row.created, "data": row.data}
+
+
+def deliver(app: Flask, url: str, **options: Any) -> list[Any]:
+    with app.app_context():
+        sender = Deliverer(deliverer(app).engine, secret=SECRET, **options) if options else deliverer(app)
+        return sender.deliver_due(f"{url}/webhooks/gateway")
+
+
+@pytest.mark.slow
+def test_a_lost_answer_payment_is_finished_by_its_webhook_alone(
+    app: Flask, client: FlaskClient, live_server: LiveServer, ledger: Ledger
+) -> None:
+    key = str(uuid.uuid4())
+    assert post_order(client, key, order_body(card=ANSWER_LOST_CARD)).status_code == 503  # and never comes back
+    [order] = ledger.orders()
+    assert order.status == "pending" and len(ledger.succeeded_charges()) == 1
+    deliveries = deliver(app, live_server.url)
+    assert [d.status for d in deliveries if not d.duplicate] == [200]
+    [order] = ledger.orders()
+    assert order.status == "paid" and order.charge_id == ledger.succeeded_charges()[0].id
+    assert [m.kind for m in ledger.rows(OutboxMessage)] == ["order_confirmation"]
+    late = post_order(client, key, order_body(card=ANSWER_LOST_CARD))  # if it does come back: the same order
+    assert late.status_code == 201 and late.get_json()["id"] == order.public_id
+    assert len(ledger.succeeded_charges()) == 1
+
+
+def test_an_event_delivered_three_times_is_applied_once(app: Flask, client: FlaskClient, ledger: Ledger) -> None:
+    assert post_order(client, str(uuid.uuid4()), order_body(card=ANSWER_LOST_CARD)).status_code == 503
+    event = event_of(ledger, "charge.succeeded")
+    results = [signed_post(client, event).get_json()["result"] for _ in range(3)]
+    assert results == ["applied", "duplicate", "duplicate"]
+    [receipt] = ledger.rows(WebhookReceipt)
+    assert (receipt.result, receipt.duplicates) == ("applied", 2)
+    assert [o.status for o in ledger.orders()] == ["paid"]
+    assert len(ledger.rows(OutboxMessage)) == 1
+
+
+@pytest.mark.parametrize(
+    "tamper",
+    ["no signature", "wrong secret", "stale", "from the future", "changed body", "malformed header"],
+)
+def test_a_bad_or_stale_signature_applies_nothing(app: Flask, client: FlaskClient, ledger: Ledger, tamper: str) -> None:
+    assert post_order(client, str(uuid.uuid4()), order_body(card=ANSWER_LOST_CARD)).status_code == 503
+    event = event_of(ledger, "charge.succeeded")
+    body = json.dumps(event).encode()
+    now = int(utcnow().timestamp())
+    header = {
+        "no signature": None,
+        "wrong secret": sign("not-the-secret", now, body),
+        "stale": sign(SECRET, now - 301, body),
+        "from the future": sign(SECRET, now + 301, body),
+        "changed body": sign(SECRET, now, body.replace(b"charge.succeeded", b"charge.failed")),
+        "malformed header": "v1=abc",
+    }[tamper]
+    response = client.post(
+        "/webhooks/gateway", data=body, content_type="application/json", headers={HEADER: header} if header else {}
+    )
+    assert response.status_code == 400 and response.mimetype == "application/problem+json"
+    assert ledger.rows(WebhookReceipt) == []
+    assert [o.status for o in ledger.orders()] == ["pending"]
+
+
+def test_charge_failed_declines_a_pending_order_and_gives_its_stock_back_once(
+    app: Flask, client: FlaskClient, ledger: Ledger
+) -> None:
+    assert post_order(client, str(uuid.uuid4()), order_body(card=UNAVAILABLE_CARD)).status_code == 503
+    [order] = ledger.orders()
+    failed = {"type": "charge.failed", "created": 0, "data": {"id": "ch_x", "reference": order.public_id}}
+    assert signed_post(client, {**failed, "id": "evt_failed_1"}).get_json()["result"] == "applied"
+    assert signed_post(client, {**failed, "id": "evt_failed_2"}).get_json()["result"] == "no change"
+    [order] = ledger.orders()
+    assert order.status == "declined"
+    stock = client.get("/api/products").get_json()[0]["stock"]
+    assert stock == 100_000  # the two mugs came back, once
+
+
+def test_a_webhook_never_moves_an_order_backwards(client: FlaskClient, ledger: Ledger) -> None:
+    paid = post_order(client, str(uuid.uuid4())).get_json()
+    failed = {"id": "evt_late_failure", "type": "charge.failed", "created": 0, "data": {"reference": paid["id"]}}
+    assert signed_post(client, failed).get_json()["result"] == "no change"
+    assert [o.status for o in ledger.orders()] == ["paid"]
+
+
+def test_refund_succeeded_records_a_refund_the_shop_had_not_yet(
+    app: Flask, client: FlaskClient, ledger: Ledger
+) -> None:
+    key = str(uuid.uuid4())
+    assert post_order(client, key, order_body(card=ANSWER_LOST_CARD)).status_code == 503
+    order = post_order(client, key, order_body(card=ANSWER_LOST_CARD)).get_json()  # the retry pays
+    refunded = client.post(
+        f"/api/orders/{order['id']}/refunds",
+        json={"amount_cents": 500},
+        headers={**ALICE, "Idempotency-Key": str(uuid.uuid4())},
+    )
+    assert refunded.status_code == 503  # the gateway refunded; its answer was lost
+    assert [r.status for r in ledger.rows(Refund)] == ["pending"]
+    assert signed_post(client, event_of(ledger, "refund.succeeded")).get_json()["result"] == "applied"
+    assert [r.status for r in ledger.rows(Refund)] == ["succeeded"]
+    assert sorted(m.kind for m in ledger.rows(OutboxMessage)) == ["order_confirmation", "refund_receipt"]
+
+
+@pytest.mark.slow
+def test_the_gateway_keeps_delivering_until_it_gets_a_2xx_waiting_longer_each_time(
+    app: Flask, client: FlaskClient, live_server: LiveServer, ledger: Ledger
+) -> None:
+    assert post_order(client, str(uuid.uuid4()), order_body(card=ANSWER_LOST_CARD)).status_code == 503
+    nowhere = deliver(app, "http://127.0.0.1:9")  # nobody listens there
+    assert [d.status for d in nowhere] == [None]
+    [event] = ledger.rows(GatewayEvent)
+    assert event.delivered_at is None and event.attempts == 1 and event.next_attempt_at > utcnow()
+    assert deliver(app, live_server.url) == []  # not due yet: backoff
+    with app.app_context(), writing() as tx:
+        tx.execute(sa.update(GatewayEvent).values(next_attempt_at=utcnow() - timedelta(seconds=1)))
+    assert [d.status for d in deliver(app, live_server.url) if not d.duplicate] == [200]
+    assert [o.status for o in ledger.orders()] == ["paid"]
+
+
+@pytest.mark.slow
+def test_events_sent_twice_on_purpose_and_out_of_order_are_each_applied_once(
+    app: Flask, client: FlaskClient, live_server: LiveServer, ledger: Ledger
+) -> None:
+    for _ in range(5):
+        assert post_order(client, str(uuid.uuid4()), order_body(card=ANSWER_LOST_CARD)).status_code == 503
+    created = [e.id for e in sorted(ledger.rows(GatewayEvent), key=lambda e: (e.created, e.id))]
+    deliveries = deliver(app, live_server.url, duplicate_rate=1.0, rng=random.Random(3))
+    firsts = [d.event_id for d in deliveries if not d.duplicate]
+    assert sorted(firsts) == sorted(created) and firsts != created  # every event, not in the order made
+    assert len([d for d in deliveries if d.duplicate]) == 5  # each one twice
+    assert all(r.result == "applied" and r.duplicates == 1 for r in ledger.rows(WebhookReceipt))
+    assert [o.status for o in ledger.orders()] == ["paid"] * 5
+    assert len(ledger.rows(OutboxMessage)) == 5
+
+
+@pytest.mark.slow
+def test_flask_gateway_deliver_delivers_from_the_command_line(
+    app: Flask, client: FlaskClient, live_server: LiveServer, runner: FlaskCliRunner, ledger: Ledger
+) -> None:
+    assert post_order(client, str(uuid.uuid4()), order_body(card=ANSWER_LOST_CARD)).status_code == 503
+    output = runner.invoke(args=["gateway", "deliver", "--url", f"{live_server.url}/webhooks/gateway"]).output
+    assert "charge.succeeded: delivered (200)" in output
+    assert ledger.rows(Order)[0].status == "paid"
