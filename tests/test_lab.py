@@ -221,3 +221,26 @@ def test_the_kill_button_says_why_it_will_not_kill_a_single_process_shop(app: An
     assert record is not None
     action, message = controls.kill_holder(record, under_gunicorn=False)
     assert action == "none" and "single process" in message
+
+
+def test_the_unsafe_path_shows_every_side_effects_damage_too(app: Any, client: FlaskClient) -> None:
+    """A retry on the unsafe twins: two orders, stock taken twice, two emails; a refund retried refunds twice."""
+    from checkout.gateway import GatewayRefund
+    from checkout.mail.models import OutboxMessage
+    from tests.helpers import Ledger
+
+    body = {**order_body(), "purchase": "unsafe-retried-1"}
+    first = client.post("/api/lab/unsafe-orders", json=body, headers=ALICE).get_json()
+    client.post("/api/lab/unsafe-orders", json=body, headers=ALICE)  # the retry of one purchase
+    ledger = Ledger(app)
+    assert len(ledger.orders()) == 2
+    assert client.get("/api/products").get_json()[0]["stock"] == 100_000 - 4  # two mugs, taken twice
+    assert [m.kind for m in ledger.rows(OutboxMessage)] == ["order_confirmation", "order_confirmation"]
+    for _ in range(2):  # one refund of $5.00, sent twice
+        refunded = client.post(
+            f"/api/lab/unsafe-orders/{first['id']}/refunds", json={"amount_cents": 500}, headers=ALICE
+        )
+        assert refunded.status_code == 201
+    assert [r.amount_cents for r in ledger.rows(GatewayRefund)] == [500, 500]
+    damage = client.get("/api/lab/damage?purchase_prefix=unsafe-retried-").get_json()["totals"]
+    assert damage["charged_more_than_once_cents"] == 3300

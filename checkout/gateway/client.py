@@ -258,7 +258,13 @@ class Gateway:
         # Test mode: a refund of a charge made with a fault card meets the same fault, once.
         if charge.behaviour == Behaviour.UNAVAILABLE_ONCE.name and self._first_fault(refund_key, "unavailable"):
             raise GatewayUnavailable("the gateway is unavailable; nothing was refunded")
+        # A refund of a slow card's charge is slow too: half before refunding, half answering.
+        delay = min(self.slow_seconds / 2, self.timeout_seconds) if charge.behaviour == Behaviour.SLOW.name else 0.0
+        if delay:
+            time.sleep(delay)
         refund = self._insert_refund(refund_key, charge, amount_cents, currency)
+        if delay:
+            time.sleep(delay)
         if charge.behaviour == Behaviour.ANSWER_LOST_ONCE.name and self._first_fault(refund_key, "answer lost"):
             raise GatewayTimeout("no answer from the gateway; the refund may exist")
         return refund

@@ -101,6 +101,56 @@ EXERCISES = (
         "checkout never shows more than zero.",
         "None: this is the bug the other layers prevent.",
     ),
+    Exercise(
+        "double-refund",
+        "7. Refund twice",
+        (
+            "Pay for something with the slow card 4000 0000 0000 0077 (a refund of its charge is slow too).",
+            "On the order page, type 5.00 in the refund form, press Refund, and press it again a moment later, "
+            "while the first is still being processed.",
+            "Open the lab: the refunds table.",
+        ),
+        "The second Refund shows the same order with “You already asked for this refund”: $5.00 was refunded "
+        "once. The refund form carries a key of its own; its endpoint is a second scope for keys.",
+        "Server: the refund's own idempotency key; database: never more refunded than charged.",
+    ),
+    Exercise(
+        "webhook-thrice",
+        "8. A webhook delivered three times",
+        (
+            "Pay with 4000 0000 0000 0259 (the gateway charges; its answer is lost) and leave that page alone.",
+            "In the lab, find the gateway's charge.succeeded event. Press its Redeliver button three times.",
+        ),
+        "The event is applied once: the order is paid once, one confirmation email is written, and the lab "
+        "counts the deliveries it ignored as duplicates. The event id is the webhook's idempotency key.",
+        "Webhook receiver: the event id claimed in the transaction that applies it.",
+    ),
+    Exercise(
+        "last-item",
+        "10. Two shoppers, one last lamp",
+        (
+            "Open the shop in two browsers (or a normal and a private window): two shoppers, two carts.",
+            "In both, add the Last-One Lamp (there is one), open the checkout, and fill in 4000 0000 0000 0077.",
+            "Press Pay in the first, then at once in the second.",
+        ),
+        "One shopper gets the lamp, paid once; the other sees that it sold out while they were paying, and "
+        "nothing is charged. The lab's stock table stays balanced.",
+        "Database: a conditional UPDATE that can never take stock below zero, in the order's own transaction.",
+    ),
+    Exercise(
+        "webhook-alone",
+        "11. A lost answer, finished by the webhook alone",
+        (
+            "Pay with 4000 0000 0000 0259: the page says it could not confirm the payment. Do not press Pay "
+            "again: close the page.",
+            "Wait a few seconds (the gateway's relay delivers its events every second), or press “Deliver due "
+            "events now” in the lab.",
+            "Open Orders.",
+        ),
+        "The order is paid, with one charge, though you never retried: the gateway's charge.succeeded event "
+        "finished it. If you do press Pay again later, you land on the same order.",
+        "Webhook receiver, and the order's conditional move from pending to paid (whoever comes first).",
+    ),
 )
 
 

@@ -8,9 +8,9 @@ from typing import Any
 import sqlalchemy as sa
 
 from checkout.extensions import db
-from checkout.gateway import GatewayCharge
+from checkout.gateway import GatewayCharge, GatewayEvent
 from checkout.idempotency import IdempotencyEvent, IdempotencyRecord
-from checkout.shop.models import Customer, Order
+from checkout.shop.models import HOLDS_STOCK, Customer, Order, OrderItem, Product, Refund, WebhookReceipt
 
 LIMIT = 200
 
@@ -156,3 +156,75 @@ def totals() -> dict[str, int]:
     ).one()
     orders = db.session.scalar(sa.select(sa.func.count()).select_from(Order))
     return {"charged_cents": int(charged), "succeeded_charges": int(charges), "orders": int(orders or 0)}
+
+
+def refunds_list(limit: int = LIMIT) -> list[dict[str, Any]]:
+    rows = db.session.execute(
+        sa.select(Refund, Order.public_id)
+        .join(Order, Order.id == Refund.order_id)
+        .order_by(Refund.created_at.desc(), Refund.id.desc())
+        .limit(limit)
+    ).all()
+    return [
+        {
+            "id": r.public_id,
+            "order_id": order_id,
+            "amount_cents": r.amount_cents,
+            "currency": r.currency,
+            "status": r.status,
+            "path": r.path,
+            "idempotency_key": r.idempotency_key,
+            "created_at": _iso(r.created_at),
+        }
+        for r, order_id in rows
+    ]
+
+
+def stock_list() -> list[dict[str, Any]]:
+    """Per product: on the shelf, held by orders, ever stocked; ``balanced`` is the stock invariant."""
+    held = dict(
+        db.session.execute(
+            sa.select(OrderItem.sku, sa.func.sum(OrderItem.quantity))
+            .join(Order, Order.id == OrderItem.order_id)
+            .where(Order.status.in_(HOLDS_STOCK))
+            .group_by(OrderItem.sku)
+        ).all()
+    )
+    products = db.session.execute(sa.select(Product.sku, Product.name, Product.stock, Product.seeded_stock)).all()
+    return [
+        {
+            "sku": sku,
+            "name": name,
+            "stock": stock,
+            "held": int(held.get(sku, 0)),
+            "seeded": seeded,
+            "balanced": seeded == stock + int(held.get(sku, 0)),
+        }
+        for sku, name, stock, seeded in products
+    ]
+
+
+def webhook_list(limit: int = 50) -> list[dict[str, Any]]:
+    """The gateway's events, newest first, each with what the shop did with it."""
+    events = db.session.scalars(
+        sa.select(GatewayEvent).order_by(GatewayEvent.created.desc(), GatewayEvent.id.desc()).limit(limit)
+    ).all()
+    receipts = {
+        r.event_id: r
+        for r in db.session.scalars(
+            sa.select(WebhookReceipt).where(WebhookReceipt.event_id.in_([e.id for e in events]))
+        )
+    }
+    return [
+        {
+            "id": e.id,
+            "type": e.type,
+            "reference": e.data.get("reference"),
+            "attempts": e.attempts,
+            "delivered": e.delivered_at is not None,
+            "last_status": e.last_status,
+            "result": receipts[e.id].result if e.id in receipts else None,
+            "duplicates": receipts[e.id].duplicates if e.id in receipts else 0,
+        }
+        for e in events
+    ]

@@ -22,6 +22,7 @@ from flask import Blueprint, Response, redirect, render_template, request, url_f
 from flask.typing import ResponseReturnValue
 from wtforms import HiddenField
 
+from checkout.database import utcnow
 from checkout.extensions import csrf
 from checkout.gateway import CardDeclined, GatewayError
 from checkout.lab import lab_only
@@ -31,8 +32,23 @@ from checkout.shop.carts import purchase_of
 from checkout.shop.forms import PaymentForm
 from checkout.shop.identity import api_customer, browser_customer_id
 from checkout.shop.lines import Line
-from checkout.shop.models import DECLINED, PAID, UNSAFE_PATH, Cart, CartLine, Order, OrderItem, public_id
-from checkout.shop.orders import view_of
+from checkout.shop.models import (
+    DECLINED,
+    PAID,
+    PARTIALLY_REFUNDED,
+    REFUND_PENDING,
+    REFUNDABLE,
+    UNSAFE_PATH,
+    Cart,
+    CartLine,
+    Order,
+    OrderItem,
+    Refund,
+    public_id,
+)
+from checkout.shop.orders import refund_by_public_id, view_of
+from checkout.shop.orders_page import order_of
+from checkout.shop.refunds import mark_refunded
 from checkout.shop.runtime import gateway
 from checkout.shop.validation import validate_order
 from checkout.transactions import writing
@@ -178,3 +194,71 @@ def api_pay() -> Response:
     if order.status != PAID:
         return problem(402, "Card declined", "The card was declined.", type_="card-declined")
     return Response(json_bytes(view_of(order).to_json()), status=201, mimetype="application/json")
+
+
+@bp.post("/api/lab/unsafe-orders/<order_id>/refunds")
+@csrf.exempt
+def api_refund(order_id: str) -> Response:
+    """The unsafe twin of POST /api/orders/<id>/refunds: no key, so every retry is one more refund.
+
+    It still cannot refund more than was charged: the order's conditional
+    UPDATE and the gateway's CHECK refuse that. What it loses is "once".
+    """
+    customer = api_customer()
+    if customer is None:
+        return problem(401, "Unauthorized", "Send Authorization: Bearer <token>.")
+    order = order_of(customer.id, order_id)
+    if order is None:
+        return problem(404, "Not found", "No such order for this customer.")
+    try:
+        raw = request.get_json(silent=True) or {}
+        amount = parsing.amount_cents(raw.get("amount_cents") if isinstance(raw, dict) else None)
+    except parsing.Invalid as error:
+        return problem(422, "Invalid refund", str(error))
+    view = view_of(order)
+    amount = amount if amount is not None else view.total_cents - view.refunded_cents
+    refund_id = public_id("re")
+    refund_key = f"unsafe-refund-{secrets.token_hex(8)}"  # THE BUG: a new gateway key on every attempt
+    with writing() as tx:
+        reserved = tx.execute(
+            sa.update(Order)
+            .where(
+                Order.id == order.id,
+                Order.status.in_(REFUNDABLE),
+                Order.refunded_cents + amount <= Order.total_cents,
+                sa.literal(amount) > 0,
+            )
+            .values(refunded_cents=Order.refunded_cents + amount, status=PARTIALLY_REFUNDED)
+            .returning(Order.id)
+        ).first()
+        if reserved is not None:
+            tx.add(
+                Refund(
+                    public_id=refund_id,
+                    order_id=order.id,
+                    idempotency_key=None,
+                    refund_key=refund_key,
+                    amount_cents=amount,
+                    currency=view.currency,
+                    reason="",
+                    status=REFUND_PENDING,
+                    path=UNSAFE_PATH,
+                    created_at=utcnow(),
+                    updated_at=utcnow(),
+                )
+            )
+    if reserved is None:
+        return problem(422, "Refund exceeds charge", "Not that much is left to refund.", type_="refund-exceeds-charge")
+    try:
+        gateway_refund = gateway().refund(
+            refund_key=refund_key, charge_id=str(view.charge_id), amount_cents=amount, currency=view.currency
+        )
+    except GatewayError as error:
+        return problem(503, "Gateway failed", str(error), headers={"Retry-After": "1"})
+    with writing():
+        refund = refund_by_public_id(refund_id)
+        assert refund is not None
+        mark_refunded(refund, gateway_refund.id)
+    done = refund_by_public_id(refund_id)
+    assert done is not None
+    return Response(json_bytes(done.to_json()), status=201, mimetype="application/json")

@@ -11,16 +11,27 @@ import re
 from datetime import datetime
 from typing import Any
 
-from flask import Blueprint, Response, flash, jsonify, redirect, render_template, request, url_for
+from flask import Blueprint, Response, current_app, flash, jsonify, redirect, render_template, request, url_for
 from flask.typing import ResponseReturnValue
 from markupsafe import Markup, escape
 
 from checkout.database import utcnow
+from checkout.gateway.relay import PATH, deliverer
 from checkout.idempotency import Scope, peek
 from checkout.lab import controls, damage, lab_only
 from checkout.lab.concepts import CONCEPTS, PAGES
 from checkout.lab.exercises import EXERCISES
-from checkout.lab.ledger import COUNTERS, counters, latest_key_of, ledger, timeline, totals
+from checkout.lab.ledger import (
+    COUNTERS,
+    counters,
+    latest_key_of,
+    ledger,
+    refunds_list,
+    stock_list,
+    timeline,
+    totals,
+    webhook_list,
+)
 from checkout.shop.forms import EmptyForm
 from checkout.shop.identity import browser_identity
 from checkout.shop.reconcile import reconcile
@@ -76,6 +87,9 @@ def _live_context() -> dict[str, Any]:
         "record": record,
         "holder_pid": controls.holder_pid(record) if record else None,
         "timeline": timeline(key) if key else [],
+        "refunds": refunds_list(),
+        "stock": stock_list(),
+        "webhooks": webhook_list(),
         "form": EmptyForm(),
     }
 
@@ -123,6 +137,31 @@ def kill_worker() -> ResponseReturnValue:
         # This very worker holds the key: it dies once this answer has gone out, as kill -9 would kill it.
         response.call_on_close(controls.kill_this_worker)
     return response
+
+
+def _shop_webhook_url() -> str:
+    """Where the gateway delivers: the configured URL, else this very shop, as this request reached it."""
+    return str(current_app.config["CHECKOUT_WEBHOOK_URL"]) or request.url_root.rstrip("/") + PATH
+
+
+@bp.post("/lab/webhooks/deliver")
+def deliver_webhooks() -> ResponseReturnValue:
+    done = deliverer(current_app).deliver_due(_shop_webhook_url())
+    if done:
+        flash("Delivered: " + "; ".join(f"{d.type} {d.event_id[:12]}… → {d.status}" for d in done), "success")
+    else:
+        flash("No gateway event was due: every one is delivered, or waiting for its next attempt.", "info")
+    return redirect(url_for("lab.index"), 303)
+
+
+@bp.post("/lab/webhooks/<event_id>/redeliver")
+def redeliver_webhook(event_id: str) -> ResponseReturnValue:
+    done = deliverer(current_app).redeliver(event_id, _shop_webhook_url())
+    if done is None:
+        flash("There is no gateway event with that id.", "error")
+    else:
+        flash(f"Delivered {done.type} {done.event_id[:12]}… again: the shop answered {done.status}.", "success")
+    return redirect(url_for("lab.index"), 303)
 
 
 @bp.post("/lab/reconcile")
