@@ -68,9 +68,11 @@ def create_app(config: Mapping[str, Any] | None = None, *, instance_path: str | 
 
     from checkout.cli import register_commands
     from checkout.errors import register_error_handlers
+    from checkout.mail.relay import start_outbox_relay
 
     register_error_handlers(app)
     register_commands(app)
+    start_outbox_relay(app)
     return app
 
 
