@@ -52,6 +52,16 @@ def by_subject(ledger: Ledger) -> dict[str, OutboxMessage]:
     return {message.subject: message for message in ledger.rows(OutboxMessage)}
 
 
+def mailbox_numbers(client: FlaskClient) -> tuple[list[int], int]:
+    """The mailbox page's copies per Message-ID, and its total of duplicates."""
+    page = client.get("/lab/mailbox")
+    assert page.status_code == 200
+    html = page.get_data(as_text=True)
+    copies = [int(n) for n in re.findall(r'data-testid="mail-copies">(\d+)<', html)]
+    [duplicates] = re.findall(r'data-testid="duplicates-total">(\d+)<', html)
+    return copies, int(duplicates)
+
+
 class Recording:
     """A transport that keeps what it is given, and whether a transaction was open at that moment."""
 
@@ -180,7 +190,7 @@ def test_the_message_id_comes_from_the_rows_kind_and_subject_alone() -> None:
 
 
 def test_a_relay_killed_between_sending_and_marking_sends_again_with_the_same_message_id(
-    app: Flask, database_url: str, ledger: Ledger
+    app: Flask, client: FlaskClient, database_url: str, ledger: Ledger
 ) -> None:
     enqueue_message(app)
     crashed = run_relay(app, database_url, "--crash-after-send")
@@ -205,6 +215,7 @@ def test_a_relay_killed_between_sending_and_marking_sends_again_with_the_same_me
     assert first.read_bytes() == second.read_bytes()  # the same message: the receiver keeps one
     [message] = ledger.rows(OutboxMessage)
     assert message.sent_at is not None and message.attempts == 2  # marked sent once
+    assert mailbox_numbers(client) == ([2], 1)
 
     last = run_relay(app, database_url)
     assert "sent 0" in last.stdout and len(maildir_files(app)) == 2
@@ -289,3 +300,60 @@ def test_a_malformed_smtp_url_stops_the_app_at_start(database_url: str, tmp_path
             {"SQLALCHEMY_DATABASE_URI": database_url, "SECRET_KEY": "k", "CHECKOUT_SMTP_URL": "http://mail:25"},
             instance_path=str(tmp_path / "instance"),
         )
+
+
+# --- the lab's mailbox -----------------------------------------------------------------------------
+
+
+class Died(Exception):
+    """The relay dying between its send and its mark, in this process."""
+
+
+def die(outgoing: Outgoing) -> None:
+    raise Died(outgoing.message_id)
+
+
+def test_the_mailbox_groups_the_copies_received_by_message_id_and_counts_the_duplicates(
+    app: Flask, client: FlaskClient
+) -> None:
+    assert mailbox_numbers(client) == ([], 0)
+    assert "Nothing received yet." in client.get("/lab/mailbox").get_data(as_text=True)
+    enqueue_message(app, "ord_twice")
+    enqueue_message(app, "ord_once")
+    with pytest.raises(Died):
+        relay_in(app, after_send=die, limit=1)
+    let_claims_run_out(app)
+    relay_in(app)
+    copies, duplicates = mailbox_numbers(client)
+    assert sorted(copies) == [1, 2] and duplicates == 1
+    html = client.get("/lab/mailbox").get_data(as_text=True)
+    assert html.count('data-testid="mail-group"') == 2
+    assert html.count('data-testid="outbox-row"') == 2
+    assert "<outbox.order_confirmation.ord_twice@checkout.invalid>" in html.replace("&lt;", "<").replace("&gt;", ">")
+
+
+def test_the_mailbox_with_smtp_says_where_the_mail_went_and_shows_only_the_outbox(
+    app: Flask, client: FlaskClient
+) -> None:
+    enqueue_message(app)
+    app.config["CHECKOUT_SMTP_URL"] = "smtp://127.0.0.1:2525"
+    html = client.get("/lab/mailbox").get_data(as_text=True)
+    assert 'data-testid="smtp-notice"' in html and "smtp://127.0.0.1:2525" in html
+    assert 'data-testid="mail-group"' not in html and 'data-testid="duplicates-total"' not in html
+    assert html.count('data-testid="outbox-row"') == 1
+
+
+def test_the_lab_links_to_the_mailbox(client: FlaskClient) -> None:
+    assert 'href="/lab/mailbox"' in client.get("/lab").get_data(as_text=True)
+
+
+@pytest.mark.parametrize("app_overrides", [{"CHECKOUT_LAB": False}])
+def test_the_mailbox_is_404_with_the_lab_off(client: FlaskClient) -> None:
+    assert client.get("/lab/mailbox").status_code == 404
+
+
+def test_the_command_is_registered(app: Flask) -> None:
+    result = app.test_cli_runner().invoke(args=["outbox", "relay", "--help"])
+    assert result.exit_code == 0 and "--forever" in result.output and "--crash-after-send" in result.output
+    both = app.test_cli_runner().invoke(args=["outbox", "relay", "--forever", "--crash-after-send"])
+    assert both.exit_code != 0
