@@ -151,6 +151,18 @@ def test_a_message_the_server_refuses_does_not_stop_the_round(app: Flask, ledger
     assert rows["ord_refused"].sent_at is None and "550" in (rows["ord_refused"].last_error or "")
 
 
+def test_a_message_that_cannot_be_built_is_kept_with_its_error_and_the_round_goes_on(
+    app: Flask, ledger: Ledger
+) -> None:
+    enqueue_message(app, "ord_broken", recipient="a@example.com\nBcc: everyone@example.com")
+    enqueue_message(app, "ord_fine")
+    done = relay_in(app)
+    assert [o.subject for o in done.sent] == ["ord_fine"] and not done.transport_down
+    rows = by_subject(ledger)
+    assert rows["ord_broken"].sent_at is None and "cannot be built" in (rows["ord_broken"].last_error or "")
+    assert maildir_message_ids(app) == ["<outbox.order_confirmation.ord_fine@checkout.invalid>"]
+
+
 # --- the Maildir, the default --------------------------------------------------------------------
 
 

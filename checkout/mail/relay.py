@@ -243,9 +243,12 @@ def relay_once(
         if attempts is None:
             done.taken_by_another_relay += 1
             continue
-        message = build(outgoing)
         assert_idle()  # nothing may wait on the mail server with a transaction open
         try:
+            try:
+                message = build(outgoing)
+            except ValueError as malformed:  # a header no email may carry (a line break in an address)
+                raise MessageRefused(f"cannot be built: {malformed}") from malformed
             transport.send(message)
         except MessageRefused as refused:
             error = short_error(refused)
