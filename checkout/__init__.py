@@ -70,13 +70,16 @@ def create_app(config: Mapping[str, Any] | None = None, *, instance_path: str | 
 
     from checkout.cli import register_commands
     from checkout.errors import register_error_handlers
+    from checkout.mail.relay import start_outbox_relay
 
     register_error_handlers(app)
     register_commands(app)
+    start_outbox_relay(app)
     return app
 
 
 def register_blueprints(app: Flask) -> None:
+    from checkout.lab.mailbox import bp as mailbox_bp
     from checkout.lab.unsafe import bp as unsafe_bp
     from checkout.lab.views import bp as lab_bp
     from checkout.shop.api import bp as api_bp
@@ -87,6 +90,7 @@ def register_blueprints(app: Flask) -> None:
 
     for blueprint in (shop_bp, checkout_bp, orders_bp, api_bp, webhooks_bp, lab_bp, unsafe_bp):
         app.register_blueprint(blueprint)
+    app.register_blueprint(mailbox_bp)
 
 
 def register_template_helpers(app: Flask) -> None:

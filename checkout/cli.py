@@ -65,3 +65,18 @@ def register_commands(app: Flask) -> None:
             time.sleep(1)
 
     app.cli.add_command(gateway_commands)
+
+    outbox = AppGroup("outbox", help="The email outbox: send what the shop wrote, at least once.")
+
+    @outbox.command("relay")
+    @click.option("--forever", is_flag=True, help="Keep relaying every 2 s until Ctrl-C or SIGTERM (production).")
+    @click.option(
+        "--crash-after-send", is_flag=True, help="Workshop: send ONE message, then die before marking it sent."
+    )
+    def relay_command(forever: bool, crash_after_send: bool) -> None:
+        """Send the unsent messages (one round): claim each, send it, and only then mark it sent."""
+        from checkout.mail.commands import relay
+
+        relay(forever=forever, crash_after_send=crash_after_send)
+
+    app.cli.add_command(outbox)

@@ -126,6 +126,27 @@ EXERCISES = (
         "Webhook receiver: the event id claimed in the transaction that applies it.",
     ),
     Exercise(
+        "relay-crash",
+        "9. The mail relay dies between sending and marking",
+        (
+            "Start the shop with the background mail relay off, so that it does not send the email first: "
+            "CHECKOUT_OUTBOX_RELAY=off make run. Pay for something with 4242 4242 4242 4242: the payment writes "
+            "its confirmation email into the outbox, in the same transaction.",
+            "In a second terminal, run .venv/bin/flask --app checkout outbox relay --crash-after-send: the relay "
+            "sends the confirmation, then dies before it can mark it sent.",
+            "Open the lab's mailbox (the “Mailbox” button): one copy received, and the outbox still says the "
+            "message is not sent, held by the relay that died.",
+            "Once that relay's claim has run out (20 seconds after the crash; until then the command says how long "
+            "to wait), run .venv/bin/flask --app checkout outbox relay.",
+            "Open the mailbox again.",
+        ),
+        "The relay sent the confirmation again, with the same Message-ID: the mailbox shows two copies of one "
+        "message and counts 1 duplicate, the copy a receiver drops by its Message-ID. The outbox marks the "
+        "message sent once, after 2 attempts.",
+        "Downstream, at least once: the email is written in the payment's transaction, the relay marks it sent "
+        "only after sending it, and a Message-ID derived from the outbox row lets the receiver keep one copy.",
+    ),
+    Exercise(
         "last-item",
         "10. Two shoppers, one last lamp",
         (

@@ -104,6 +104,7 @@ def test_every_lab_page_passes_axe_and_fits_the_screen(sized_page: Page, live_se
         ("/lab", "lab"),
         ("/lab/exercises", "exercises"),
         ("/lab/concepts", "concepts"),
+        ("/lab/mailbox", "mailbox"),
     )
     for path, where in lab_pages:
         page.goto(url + path)

@@ -1,0 +1,81 @@
+"""``flask --app checkout outbox relay``: one round, ``--forever``, or ``--crash-after-send`` for the workshop."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from types import FrameType
+
+import click
+
+from checkout.database import utcnow
+from checkout.extensions import db
+from checkout.mail.relay import INTERVAL_SECONDS, Round, backlog, die_before_marking, relay_once
+
+
+def relay(*, forever: bool, crash_after_send: bool) -> None:
+    if forever and crash_after_send:
+        raise click.UsageError("--crash-after-send sends one message and dies: it cannot run --forever")
+    if crash_after_send:
+        done = relay_once(limit=1, after_send=die_before_marking)  # returns only if there was nothing to send
+        _report(done, quiet=False)
+        return
+    if not forever:
+        _report(relay_once(), quiet=False)
+        return
+    _relay_until_stopped()
+
+
+def _relay_until_stopped() -> None:
+    """Round after round, every ~2 s, until Ctrl-C or SIGTERM; a round in progress finishes first.
+
+    A stop request ends the round between two messages, never between a send
+    and its mark: stopping cleanly sends no duplicate.
+    """
+    stop = threading.Event()
+
+    def _ask_to_stop(signum: int, _frame: FrameType | None) -> None:
+        click.echo(f"{signal.Signals(signum).name}: stopping after this message", err=True)
+        stop.set()
+
+    previous = {number: signal.signal(number, _ask_to_stop) for number in (signal.SIGINT, signal.SIGTERM)}
+    click.echo(f"relaying the outbox every {INTERVAL_SECONDS:g} s; Ctrl-C stops")
+    try:
+        while not stop.is_set():
+            try:
+                _report(relay_once(stop=stop), quiet=True)
+            except Exception as error:  # the database may be restarting: try again next round
+                click.echo(f"this round failed ({type(error).__name__}: {error}); trying again", err=True)
+            finally:
+                db.session.remove()
+            stop.wait(INTERVAL_SECONDS)
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+    click.echo("stopped")
+
+
+def _report(done: Round, *, quiet: bool) -> None:
+    for outgoing in done.sent:
+        click.echo(f"sent {outgoing.message_id} to {outgoing.recipient} ({outgoing.title})")
+    for failure in done.failed:
+        wait = max(0, round((failure.retry_at - utcnow()).total_seconds()))
+        click.echo(
+            f"NOT sent {failure.outgoing.message_id} (attempt {failure.attempts}): {failure.error}; "
+            f"next try in {wait} s",
+            err=True,
+        )
+    if done.transport_down:
+        click.echo(f"{done.transport} is not answering: this round stops here", err=True)
+    if done.taken_by_another_relay:
+        click.echo(f"{done.taken_by_another_relay} message(s) were claimed by another relay first: it sends them")
+    if quiet:
+        return
+    waiting = backlog()
+    click.echo(f"sent {len(done.sent)} via {done.transport}; {waiting.unsent} unsent")
+    if waiting.held and waiting.held_until is not None:
+        seconds = max(0, round((waiting.held_until - utcnow()).total_seconds()))
+        click.echo(
+            f"{waiting.held} of them held by a relay (sending it, or waiting after a failed send) for {seconds} s "
+            "more: a relay that died keeps its claim until then; run this again after that"
+        )

@@ -1,0 +1,353 @@
+"""The outbox relay: every message sent at least once, and received once.
+
+The shop writes an email into the outbox in the transaction that makes it true
+(an order paid, a refund made): both commit, or neither. Sending is a second
+step, done later by this relay, because a mail server is slow or down at times
+and no transaction may wait for it (``checkout.transactions``).
+
+One round, ``relay_once``:
+
+1. read a bounded batch of unsent messages, oldest first, that no relay holds
+   (``sent_at IS NULL``, ``claimed_until`` empty or past), copy them into plain
+   values, and end the read;
+2. for each, claim it in one small unit of work: a conditional UPDATE that sets
+   a short lease (``claimed_until``) and counts the attempt, and matches only
+   while the message is unsent and unclaimed. Of two relays that read the same
+   batch (a thread in every gunicorn worker, a second ``--forever`` process),
+   one claims each message and the other skips it;
+3. build the email from the row and send it, with no transaction open;
+4. only THEN mark it sent, in its own unit of work:
+   ``UPDATE outbox_messages SET sent_at = :now WHERE id = :id AND sent_at IS NULL``.
+
+A send that fails leaves the message unsent: the attempt stays counted, a
+short error is kept (``last_error``), and the claim is stretched into a backoff
+(2 s, 4 s, 8 s ... 5 min) after which a later round tries again. A refused
+message does not stop the round; a transport that is down ends it.
+
+At least once. The relay can die between 3 and 4 (a crash, ``kill -9``, a
+lost database connection): the message went out, but the outbox still says
+unsent, so once the dead relay's claim runs out (``CLAIM_SECONDS``) a later
+round sends it again. Marking before sending would turn that into at most
+once: the same crash would lose the message. No order of "send" and "mark"
+makes a crash between them harmless, so the relay sends at least once and
+makes the resend recognisable.
+
+Received once. Everything in the email comes from the outbox row and nothing
+else: the Message-ID (``<outbox.{kind}.{subject}@checkout.invalid>``), the Date
+(when the row was written), the recipient, the title, the body. A resend is the
+same message, byte for byte, with the SAME Message-ID, and a receiver that keeps
+one message per Message-ID (as mail stores and archives do, and as the lab's
+mailbox page counts) keeps one copy. The Message-ID comes from the row's unique
+(kind, subject), not from its numeric id: ``make reset-lab`` empties the
+database and ids start at 1 again while ``instance/mail`` keeps the old mail,
+and an order's or a refund's public id is never reused.
+
+So duplicates after a crash are expected and dropped by the receiver; two
+healthy relays make none, because each message is claimed by one of them.
+The claim's lease outlasts a send (``SMTP_TIMEOUT_SECONDS`` per step); a relay
+slower than its lease may see the message sent twice: at least once again, and
+dropped again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from email.message import EmailMessage
+from email.utils import format_datetime
+from typing import cast
+
+import sqlalchemy as sa
+from flask import Flask, current_app
+
+from checkout.database import utcnow
+from checkout.extensions import db
+from checkout.mail.models import OutboxMessage
+from checkout.mail.transports import MessageRefused, Transport, transport_for
+from checkout.transactions import assert_idle, reading, writing
+
+log = logging.getLogger(__name__)
+
+BATCH = 20  # messages read per round: a round stays short, and a stop request is heard soon
+CLAIM_SECONDS = 20.0  # a relay's lease on a message it is sending (longer than one send)
+MAX_BACKOFF_SECONDS = 300.0
+INTERVAL_SECONDS = 2.0  # between rounds, in the background thread and with --forever
+SHOP_ADDRESS = "Checkout shop <shop@checkout.invalid>"
+MESSAGE_ID_DOMAIN = "checkout.invalid"
+ERROR_LENGTH = 300  # the last_error column
+RELAY_THREAD = "outbox-relay"
+RELAY_STOP = "checkout.outbox_relay_stop"
+
+outbox = cast(sa.Table, OutboxMessage.__table__)  # a Table: mypy sees only a FromClause
+_SAFE = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def message_id(kind: str, subject: str) -> str:
+    """The Message-ID of the outbox's one message of ``kind`` about ``subject``: the same on every resend."""
+    return f"<outbox.{_id_part(kind)}.{_id_part(subject)}@{MESSAGE_ID_DOMAIN}>"
+
+
+def _id_part(text: str) -> str:
+    """``text`` if it may stand in a Message-ID as it is (ids like ``ord_1f3a``), else a digest of it."""
+    return text if _SAFE.fullmatch(text) else "h" + hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """An outbox row copied out of its read, so nothing holds a transaction while it is sent."""
+
+    id: int
+    kind: str
+    subject: str
+    recipient: str
+    title: str
+    body: str
+    created_at: datetime
+    attempts: int = 0
+
+    @property
+    def message_id(self) -> str:
+        return message_id(self.kind, self.subject)
+
+
+def build(outgoing: Outgoing) -> EmailMessage:
+    """The email, derived from the outbox row and nothing else: a resend is the same message."""
+    message = EmailMessage()
+    message["From"] = SHOP_ADDRESS
+    message["To"] = outgoing.recipient
+    message["Subject"] = outgoing.title
+    message["Date"] = format_datetime(outgoing.created_at)
+    message["Message-ID"] = outgoing.message_id
+    message.set_content(outgoing.body, subtype="plain", charset="utf-8")
+    return message
+
+
+def backoff_seconds(attempts: int) -> float:
+    """How long a message waits after its ``attempts``-th failed send: 2 s, 4 s, 8 s ... 5 min."""
+    return float(min(MAX_BACKOFF_SECONDS, 2.0 ** min(max(attempts, 1), 16)))
+
+
+def short_error(error: BaseException) -> str:
+    text = " ".join(f"{type(error).__name__}: {error}".split())
+    return text if len(text) <= ERROR_LENGTH else text[: ERROR_LENGTH - 1] + "…"
+
+
+def _due(limit: int) -> list[Outgoing]:
+    """The oldest unsent messages no relay holds, copied out; the read is over when this returns."""
+    now = utcnow()
+    with reading() as session:
+        rows = session.execute(
+            sa.select(
+                outbox.c.id,
+                outbox.c.kind,
+                outbox.c.subject,
+                outbox.c.recipient,
+                outbox.c.title,
+                outbox.c.body,
+                outbox.c.created_at,
+                outbox.c.attempts,
+            )
+            .where(outbox.c.sent_at.is_(None), sa.or_(outbox.c.claimed_until.is_(None), outbox.c.claimed_until <= now))
+            .order_by(outbox.c.id)
+            .limit(limit)
+        ).all()
+        return [Outgoing(*row) for row in rows]
+
+
+def _claim(outgoing: Outgoing) -> int | None:
+    """Take the message for one send (a compare-and-set): its attempt number, or None if another relay has it."""
+    now = utcnow()
+    with writing() as session:
+        attempts = session.execute(
+            sa.update(outbox)
+            .where(
+                outbox.c.id == outgoing.id,
+                outbox.c.sent_at.is_(None),
+                sa.or_(outbox.c.claimed_until.is_(None), outbox.c.claimed_until <= now),
+            )
+            .values(claimed_until=now + timedelta(seconds=CLAIM_SECONDS), attempts=outbox.c.attempts + 1)
+            .returning(outbox.c.attempts)
+        ).scalar()
+    return None if attempts is None else int(attempts)
+
+
+def _mark_sent(outgoing: Outgoing) -> bool:
+    """Sent: the one write after the send. False if it was already marked (another relay, after a lease ran out)."""
+    with writing() as session:
+        marked = session.execute(
+            sa.update(outbox)
+            .where(outbox.c.id == outgoing.id, outbox.c.sent_at.is_(None))
+            .values(sent_at=utcnow(), claimed_until=None)
+            .returning(outbox.c.id)
+        ).scalar()
+    return marked is not None
+
+
+def _mark_failed(outgoing: Outgoing, attempts: int, error: str) -> datetime:
+    """Not sent: keep the error, and hold the message back until its backoff is over."""
+    retry_at = utcnow() + timedelta(seconds=backoff_seconds(attempts))
+    with writing() as session:
+        session.execute(
+            sa.update(outbox)
+            .where(outbox.c.id == outgoing.id, outbox.c.sent_at.is_(None))
+            .values(last_error=error, claimed_until=retry_at)
+        )
+    return retry_at
+
+
+@dataclass(frozen=True)
+class Failure:
+    outgoing: Outgoing
+    attempts: int
+    error: str
+    retry_at: datetime
+
+
+@dataclass
+class Round:
+    """What one round did."""
+
+    transport: str
+    sent: list[Outgoing] = field(default_factory=list)
+    failed: list[Failure] = field(default_factory=list)
+    taken_by_another_relay: int = 0
+    transport_down: bool = False
+
+
+def relay_once(
+    transport: Transport | None = None,
+    *,
+    limit: int = BATCH,
+    after_send: Callable[[Outgoing], None] | None = None,
+    stop: threading.Event | None = None,
+) -> Round:
+    """One round: claim, send, and only then mark, each unsent message of a bounded batch, oldest first.
+
+    Runs inside an app context. ``after_send`` is called between the send and
+    the mark (``--crash-after-send`` dies there); ``stop`` ends the round
+    between two messages, never between a send and its mark.
+    """
+    transport = transport or transport_for(current_app)
+    done = Round(transport.describe())
+    for outgoing in _due(limit):
+        if stop is not None and stop.is_set():
+            break
+        attempts = _claim(outgoing)
+        if attempts is None:
+            done.taken_by_another_relay += 1
+            continue
+        assert_idle()  # nothing may wait on the mail server with a transaction open
+        try:
+            try:
+                message = build(outgoing)
+            except ValueError as malformed:  # a header no email may carry (a line break in an address)
+                raise MessageRefused(f"cannot be built: {malformed}") from malformed
+            transport.send(message)
+        except MessageRefused as refused:
+            error = short_error(refused)
+            done.failed.append(Failure(outgoing, attempts, error, _mark_failed(outgoing, attempts, error)))
+            continue
+        except Exception as down:
+            error = short_error(down)
+            done.failed.append(Failure(outgoing, attempts, error, _mark_failed(outgoing, attempts, error)))
+            done.transport_down = True  # the next message would fail the same way: try again next round
+            break
+        if after_send is not None:
+            after_send(outgoing)
+        _mark_sent(outgoing)
+        done.sent.append(outgoing)
+        log.info("sent %s to %s via %s", outgoing.message_id, outgoing.recipient, done.transport)
+    return done
+
+
+@dataclass(frozen=True)
+class Backlog:
+    """The unsent messages, and the ones a relay holds (sending them, or waiting out a failure)."""
+
+    unsent: int
+    held: int
+    held_until: datetime | None  # when the first held message is free again
+
+
+def backlog() -> Backlog:
+    now = utcnow()
+    unsent = outbox.c.sent_at.is_(None)
+    held = sa.and_(unsent, outbox.c.claimed_until > now)
+    with reading() as session:
+        count = session.scalar(sa.select(sa.func.count()).select_from(outbox).where(unsent))
+        held_count, held_until = session.execute(
+            sa.select(sa.func.count(), sa.func.min(outbox.c.claimed_until)).where(held)
+        ).one()
+        return Backlog(int(count or 0), int(held_count or 0), held_until)
+
+
+def die_before_marking(outgoing: Outgoing) -> None:
+    """For the workshop (``--crash-after-send``): the message is sent; the relay dies before it marks it.
+
+    ``os._exit`` ends the process at once, as a crash would: no cleanup, no
+    commit, nothing more written. The outbox still says unsent.
+    """
+    print(
+        f"sent {outgoing.message_id} to {outgoing.recipient}; dying now, before marking it sent",
+        file=sys.stderr,
+        flush=True,
+    )
+    sys.stdout.flush()
+    os._exit(1)
+
+
+# --- in development: a thread per process ------------------------------------------------------
+
+
+def start_outbox_relay(app: Flask) -> None:
+    """With ``CHECKOUT_OUTBOX_RELAY=thread``, run ``relay_once`` every ~2 s in a daemon thread of each process.
+
+    The thread starts at the process's first request, not at import: gunicorn
+    forks its workers after the app is made, and a thread does not survive a
+    fork. Commands (``flask db upgrade``, ``flask outbox relay``) serve no
+    request and start none. Every worker's thread claims before it sends, so
+    several workers never send a message twice on purpose. In production run
+    ``flask --app checkout outbox relay --forever`` as its own process instead.
+    """
+    transport_for(app)  # a malformed CHECKOUT_SMTP_URL stops the app at start, not in a thread later
+    if app.config["CHECKOUT_OUTBOX_RELAY"] != "thread":
+        return
+    stop = app.extensions[RELAY_STOP] = threading.Event()
+    started: dict[str, int] = {}
+    guard = threading.Lock()
+
+    @app.before_request
+    def _start_outbox_relay_in_this_process() -> None:
+        if started.get("pid") == os.getpid():
+            return
+        with guard:
+            if started.get("pid") == os.getpid():
+                return
+            thread = threading.Thread(target=_relay_in_background, args=(app, stop), name=RELAY_THREAD, daemon=True)
+            thread.start()
+            started["pid"] = os.getpid()
+
+
+def stop_outbox_relay(app: Flask) -> None:
+    """Ask this app's background relay to stop after its current round (tests; a clean shutdown)."""
+    stop: threading.Event | None = app.extensions.get(RELAY_STOP)
+    if stop is not None:
+        stop.set()
+
+
+def _relay_in_background(app: Flask, stop: threading.Event) -> None:
+    while not stop.wait(INTERVAL_SECONDS):
+        with app.app_context():
+            try:
+                relay_once(stop=stop)
+            except Exception:  # the database may be restarting or not migrated yet: try again next round
+                log.warning("the outbox relay failed; trying again in %s s", INTERVAL_SECONDS, exc_info=True)
+            finally:
+                db.session.remove()

@@ -1,0 +1,108 @@
+"""Where the relay hands a message over: an SMTP server, or a Maildir on this machine.
+
+- ``CHECKOUT_SMTP_URL=smtp://host:port``: ``smtplib.SMTP``, one connection per
+  message, plain SMTP with no login and no TLS. That is enough for the lab (a
+  local catcher such as aiosmtpd or MailHog); a real mail provider needs
+  STARTTLS and credentials, which this teaching shop does not implement.
+- unset: a Maildir at ``<instance path>/mail`` (``mailbox.Maildir``: each
+  message is written under ``tmp/`` and renamed into ``new/``, so a reader
+  never sees half a message). It needs no server, so ``make run`` works on a
+  machine with no mail at all, and the lab's mailbox page reads it back.
+
+A transport either returns (the message is handed over), raises
+``MessageRefused`` (the server refused this one message: the relay goes on
+with the next), or raises anything else (the transport is down: the relay
+ends its round).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mailbox
+import os
+import smtplib
+from dataclasses import dataclass
+from email.message import EmailMessage
+from pathlib import Path
+from typing import Protocol
+from urllib.parse import urlsplit
+
+from flask import Flask
+
+# How long one SMTP operation (connect, a command, the data) may take. The relay's claim on a
+# message (checkout.mail.relay.CLAIM_SECONDS) must outlast a whole send.
+SMTP_TIMEOUT_SECONDS = 5.0
+# The name the relay gives in its EHLO: smtplib would otherwise look up this machine's FQDN, which
+# can hang for seconds where DNS is slow.
+EHLO_NAME = "checkout.invalid"
+
+
+class MessageRefused(Exception):
+    """The server refused this message (its recipient, its content); other messages may still go."""
+
+
+class Transport(Protocol):
+    def send(self, message: EmailMessage) -> None: ...
+
+    def describe(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class SmtpTransport:
+    host: str
+    port: int
+    timeout: float = SMTP_TIMEOUT_SECONDS
+
+    def send(self, message: EmailMessage) -> None:
+        try:
+            with smtplib.SMTP(self.host, self.port, local_hostname=EHLO_NAME, timeout=self.timeout) as smtp:
+                smtp.send_message(message)
+        except (smtplib.SMTPRecipientsRefused, smtplib.SMTPDataError) as refused:
+            raise MessageRefused(str(refused)) from refused
+
+    def describe(self) -> str:
+        return f"smtp://{self.host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class MaildirTransport:
+    path: Path
+
+    def send(self, message: EmailMessage) -> None:
+        # Maildir makes the folder and its tmp/, new/ and cur/ readable by their owner only (0700), and
+        # moves the message into new/ under its key once it is whole. Like the instance folder's other
+        # files, the message is then made readable by its owner only.
+        key = mailbox.Maildir(os.fspath(self.path), create=True).add(bytes(message))
+        with contextlib.suppress(FileNotFoundError):  # a mail client may have moved it to cur/ already
+            (self.path / "new" / key).chmod(0o600)
+
+    def describe(self) -> str:
+        return f"the Maildir {self.path}"
+
+
+def maildir_path(app: Flask) -> Path:
+    return Path(app.instance_path) / "mail"
+
+
+def parse_smtp_url(url: str) -> tuple[str, int]:
+    """``smtp://host:port`` (port 25 when left out) as (host, port); anything else is refused."""
+    parts = urlsplit(url)
+    try:
+        port = parts.port or 25
+    except ValueError:
+        port = 0
+    if parts.scheme != "smtp" or not parts.hostname or not port or parts.username or parts.path not in ("", "/"):
+        raise ValueError(
+            f"CHECKOUT_SMTP_URL={url!r} is not valid: use smtp://host:port "
+            "(plain SMTP, no login, no TLS), or leave it unset to write mail into the instance folder's Maildir"
+        )
+    return parts.hostname, port
+
+
+def transport_for(app: Flask) -> Transport:
+    """The transport the app's settings choose: SMTP when ``CHECKOUT_SMTP_URL`` is set, else the Maildir."""
+    url = str(app.config.get("CHECKOUT_SMTP_URL") or "")
+    if url:
+        host, port = parse_smtp_url(url)
+        return SmtpTransport(host, port)
+    return MaildirTransport(maildir_path(app))
