@@ -20,6 +20,8 @@ from werkzeug.serving import make_server
 
 from checkout import create_app
 from checkout.extensions import db
+from checkout.gateway.relay import stop_webhook_relay
+from checkout.mail.relay import stop_outbox_relay
 from checkout.shop.seed import seed
 from checkout.transactions import writing
 from tests.helpers import Ledger
@@ -37,6 +39,10 @@ def _instance_folder(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """Secrets and files of every app a test makes (gunicorn servers included) go to the test's own folder,
     never into the developer's instance/."""
     monkeypatch.setenv("CHECKOUT_INSTANCE_PATH", str(tmp_path / "instance"))
+    # No background relay in any app a test makes, unless the test turns one on: a thread left
+    # behind would keep polling a database the test has already dropped.
+    monkeypatch.setenv("CHECKOUT_WEBHOOK_RELAY", "off")
+    monkeypatch.setenv("CHECKOUT_OUTBOX_RELAY", "off")
 
 
 @pytest.fixture
@@ -90,6 +96,8 @@ def app_overrides() -> dict[str, Any]:
 def app(database_url: str, tmp_path: Any, app_overrides: dict[str, Any]) -> Iterator[Flask]:
     app = make_app(database_url, str(tmp_path / "instance"), **app_overrides)
     yield app
+    stop_webhook_relay(app)
+    stop_outbox_relay(app)
     with app.app_context():
         db.session.remove()
         db.engine.dispose()

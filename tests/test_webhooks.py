@@ -183,3 +183,25 @@ def test_flask_gateway_deliver_delivers_from_the_command_line(
     output = runner.invoke(args=["gateway", "deliver", "--url", f"{live_server.url}/webhooks/gateway"]).output
     assert "charge.succeeded: delivered (200)" in output
     assert ledger.rows(Order)[0].status == "paid"
+
+
+def test_a_payment_paid_by_its_webhook_and_refunded_since_answers_its_retry_with_the_order(
+    client: FlaskClient, ledger: Ledger
+) -> None:
+    """The client comes back after the webhook paid its order and a refund was made: 201, one charge."""
+    key = str(uuid.uuid4())
+    assert post_order(client, key, order_body(card=ANSWER_LOST_CARD)).status_code == 503
+    signed_post(client, event_of(ledger, "charge.succeeded"))
+    [order] = ledger.orders()
+    refund_key = str(uuid.uuid4())
+    for expected in (503, 201):  # the fault card loses the refund's first answer too
+        refunded = client.post(
+            f"/api/orders/{order.public_id}/refunds",
+            json={"amount_cents": 100},
+            headers={**ALICE, "Idempotency-Key": refund_key},
+        )
+        assert refunded.status_code == expected
+    retry = post_order(client, key, order_body(card=ANSWER_LOST_CARD))
+    assert retry.status_code == 201, retry.get_data()
+    assert retry.get_json()["id"] == order.public_id and retry.get_json()["status"] == "partially_refunded"
+    assert len(ledger.orders()) == 1 and len(ledger.succeeded_charges()) == 1

@@ -20,6 +20,8 @@ from checkout.gateway.webhooks import Deliverer
 
 log = logging.getLogger(__name__)
 PATH = "/webhooks/gateway"
+RELAY_THREAD = "webhook-relay"
+RELAY_STOP = "checkout.webhook_relay_stop"
 
 
 def deliverer(app: Flask) -> Deliverer:
@@ -41,6 +43,7 @@ def register_webhook_relay(app: Flask) -> None:
     )
     if app.config["CHECKOUT_WEBHOOK_RELAY"] != "thread":
         return
+    stop = app.extensions[RELAY_STOP] = threading.Event()
     started: dict[str, int] = {}
     guard = threading.Lock()
 
@@ -53,14 +56,20 @@ def register_webhook_relay(app: Flask) -> None:
             if started.get("pid") == os.getpid():
                 return
             app.extensions.setdefault("checkout.webhook_url", request.url_root.rstrip("/") + PATH)
-            thread = threading.Thread(target=_relay, args=(app,), name="webhook-relay", daemon=True)
+            thread = threading.Thread(target=_relay, args=(app, stop), name=RELAY_THREAD, daemon=True)
             thread.start()
             started["pid"] = os.getpid()
 
 
-def _relay(app: Flask) -> None:
-    pause = threading.Event()
-    while not pause.wait(1.0):
+def stop_webhook_relay(app: Flask) -> None:
+    """Ask this app's background relay to stop after its current round (tests; a clean shutdown)."""
+    stop: threading.Event | None = app.extensions.get(RELAY_STOP)
+    if stop is not None:
+        stop.set()
+
+
+def _relay(app: Flask, stop: threading.Event) -> None:
+    while not stop.wait(1.0):
         try:
             deliverer(app).deliver_due(webhook_url(app))
         except Exception:  # the database or the shop may be restarting: try again in a second

@@ -38,6 +38,7 @@ from checkout.shop.models import (
     PARTIALLY_REFUNDED,
     REFUND_PENDING,
     REFUNDABLE,
+    REFUNDED,
     UNSAFE_PATH,
     Cart,
     CartLine,
@@ -228,7 +229,12 @@ def api_refund(order_id: str) -> Response:
                 Order.refunded_cents + amount <= Order.total_cents,
                 sa.literal(amount) > 0,
             )
-            .values(refunded_cents=Order.refunded_cents + amount, status=PARTIALLY_REFUNDED)
+            .values(
+                refunded_cents=Order.refunded_cents + amount,
+                status=sa.case(
+                    (Order.refunded_cents + amount == Order.total_cents, REFUNDED), else_=PARTIALLY_REFUNDED
+                ),
+            )
             .returning(Order.id)
         ).first()
         if reserved is not None:

@@ -35,7 +35,7 @@ from checkout.shop.carts import CartView, purchase_of
 from checkout.shop.forms import CheckoutForm
 from checkout.shop.identity import browser_customer_id, browser_identity, known_browser_customer_id
 from checkout.shop.lines import Line
-from checkout.shop.models import PAID, PENDING, Order, Product
+from checkout.shop.models import PENDING, WAS_PAID, Order, Product
 from checkout.shop.orders_page import remember_replay
 from checkout.shop.placement import CartVersion, OrderRequest, PlaceOrder
 from checkout.shop.responders import BROWSER_ENDPOINT, BrowserOutcome, BrowserResponder
@@ -74,10 +74,12 @@ def _earlier_payments(cart: CartView) -> list[Order]:
     changed (until the cart is paid again): the shopper may not know, and must never pay twice unaware."""
     orders = db.session.scalars(
         sa.select(Order)
-        .where(Order.cart_id == cart.id, Order.cart_version < cart.version, Order.status.in_((PENDING, PAID)))
+        .where(Order.cart_id == cart.id, Order.cart_version < cart.version, Order.status.in_((PENDING, *WAS_PAID)))
         .order_by(Order.cart_version.desc())
     ).all()
-    last_settled = max((o.cart_version or 0 for o in orders if o.status == PAID and not o.cart_moved_on), default=-1)
+    last_settled = max(
+        (o.cart_version or 0 for o in orders if o.status in WAS_PAID and not o.cart_moved_on), default=-1
+    )
     return [o for o in orders if o.status == PENDING or (o.cart_moved_on and (o.cart_version or 0) > last_settled)][:3]
 
 
@@ -89,7 +91,7 @@ def _last_paid_page(cart: CartView | None) -> Page | None:
         sa.select(Order).where(Order.cart_id == cart.id, Order.cart_version == cart.version - 1)
     ).first()
     key = carts.version_key(cart.id, cart.version - 1)
-    if order is None or order.status != PAID or key is None or order.idempotency_key != key:
+    if order is None or order.status not in WAS_PAID or key is None or order.idempotency_key != key:
         return None
     lines = tuple(Line(i.sku, i.name, i.quantity, i.unit_price_cents) for i in order.items)
     return Page(lines, key, cart.version - 1, url_for("orders.show", order_id=order.public_id), order.email)

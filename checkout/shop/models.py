@@ -31,6 +31,8 @@ ORDER_STATES = (PENDING, PAID, DECLINED, FAILED, PARTIALLY_REFUNDED, REFUNDED)
 # Orders that hold their stock: everything but an order that ended unpaid.
 HOLDS_STOCK = (PENDING, PAID, PARTIALLY_REFUNDED, REFUNDED)
 REFUNDABLE = (PAID, PARTIALLY_REFUNDED)
+# Orders that were paid: a refund changes how much is kept, not that the payment went through.
+WAS_PAID = (PAID, PARTIALLY_REFUNDED, REFUNDED)
 
 REFUND_PENDING = "pending"
 REFUND_SUCCEEDED = "succeeded"

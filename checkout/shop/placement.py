@@ -26,7 +26,7 @@ from checkout.gateway import CardDeclined, Charge, Gateway, GatewayTimeout, Gate
 from checkout.idempotency import STARTED, Complete, MoveTo, Operation, Phase, Refuse, RetryLater, Step, StoredResponse
 from checkout.shop import carts, orders, stock
 from checkout.shop.lines import Line, total_of
-from checkout.shop.models import DECLINED, FAILED, PAID, PENDING, public_id
+from checkout.shop.models import DECLINED, FAILED, PAID, PENDING, WAS_PAID, public_id
 from checkout.shop.orders import OrderView
 from checkout.shop.outcomes import end_order
 from checkout.shop.parsing import RequestedLine
@@ -253,7 +253,7 @@ def finish(operation: Operation, order: OrderView, answer: GatewayAnswer, respon
 
 def answer_for(order: OrderView, respond: Responder) -> StoredResponse:
     """The endpoint's answer for an order that already has its outcome."""
-    if order.status == PAID:
+    if order.status in WAS_PAID:  # refunded since, perhaps: the payment's answer is still the order
         return respond.paid(order)
     if order.status == DECLINED:
         return respond.declined(order)
