@@ -143,3 +143,23 @@ def test_pages_render_and_static_files_are_served(client: FlaskClient) -> None:
         assert b"disabled" in script.get_data()
     assert client.get("/orders").status_code == 200
     assert client.get("/checkout").status_code == 302  # empty cart: back to the cart
+
+
+def test_a_cart_paid_and_refunded_since_is_still_shown_as_paid_not_offered_again(
+    client: FlaskClient, ledger: Ledger
+) -> None:
+    add_to_cart(client)
+    fields = checkout_fields(client)
+    cookie = client.get_cookie("session")
+    assert cookie is not None
+    order_url = pay(client, fields).headers["Location"]
+    refund_fields = form_fields(client.get(order_url).get_data(as_text=True), form_id="refund-form")
+    assert client.post(f"{order_url}/refunds", data=refund_fields).status_code == 303  # all of it
+    [order] = ledger.orders()
+    assert order.status == "refunded"
+    client.set_cookie("session", cookie.value)  # the payment's answer never arrived
+    page = client.get("/checkout").get_data(as_text=True)
+    assert 'data-testid="already-paid"' in page
+    again = pay(client, form_fields(page))
+    assert again.headers["Location"] == order_url
+    assert len(ledger.orders()) == 1 and len(ledger.succeeded_charges()) == 1
