@@ -78,6 +78,28 @@ class Ledger:
         return int(events[0].worker.rsplit(":", 1)[1]) if events else 0
 
 
+def stock_out_of_balance(app: Flask) -> dict[str, tuple[int, int, int]]:
+    """Products whose seeded stock is not what is left plus what their orders hold: (seeded, left, held)."""
+    from checkout.shop.models import HOLDS_STOCK, OrderItem, Product
+
+    with app.app_context():
+        held = dict(
+            db.session.execute(
+                sa.select(OrderItem.sku, sa.func.sum(OrderItem.quantity))
+                .join(Order, Order.id == OrderItem.order_id)
+                .where(Order.status.in_(HOLDS_STOCK))
+                .group_by(OrderItem.sku)
+            ).all()
+        )
+        products = db.session.execute(sa.select(Product.sku, Product.seeded_stock, Product.stock)).all()
+        db.session.remove()
+    return {
+        sku: (seeded, left, int(held.get(sku, 0)))
+        for sku, seeded, left in products
+        if seeded != left + int(held.get(sku, 0))
+    }
+
+
 def table_counts(app: Flask) -> dict[str, int]:
     """How many rows every table holds: a rejected request must leave every count as it was."""
     with app.app_context():

@@ -16,6 +16,9 @@ from flask import Flask
 from flask.testing import FlaskCliRunner
 
 from checkout import client as retry_client
+from checkout.gateway import GatewayRefund
+from checkout.mail.models import OutboxMessage
+from checkout.shop.models import Refund
 from tests.conftest import POSTGRES_URL
 from tests.helpers import (
     ALICE,
@@ -26,6 +29,7 @@ from tests.helpers import (
     browser_at_checkout,
     order_body,
     race,
+    stock_out_of_balance,
     wait_for,
 )
 from tests.http import post_json
@@ -73,6 +77,7 @@ def test_100_requests_with_one_key_over_two_servers_make_one_order_and_one_charg
     assert len(set(created)) == 1
     assert len(ledger.orders()) == 1
     assert len(ledger.succeeded_charges()) == 1
+    assert stock_out_of_balance(app) == {}
 
 
 def test_50_distinct_keys_at_once_make_50_orders_and_50_charges(
@@ -93,6 +98,78 @@ def test_50_distinct_keys_at_once_make_50_orders_and_50_charges(
     assert len({r.json()["id"] for r in replies}) == 50
     assert len(ledger.orders()) == 50
     assert len(ledger.succeeded_charges()) == 50
+    assert stock_out_of_balance(app) == {}
+
+
+def paid_order(url: str) -> dict:
+    """An order paid with the slow card: a refund of it is slow too, so racing duplicates overlap."""
+    reply = post_json(f"{url}/api/orders", order_body(card=SLOW_CARD), {**ALICE, "Idempotency-Key": str(uuid.uuid4())})
+    assert reply.status == 201
+    paid: dict = reply.json()
+    return paid
+
+
+def test_100_duplicate_refunds_over_two_servers_refund_once(
+    app: Flask, database_url: str, instance: Path, ledger: Ledger
+) -> None:
+    key = str(uuid.uuid4())
+    with gunicorn(database_url, instance, servers=2) as servers:
+        order = paid_order(servers[0].url)
+        replies = race(
+            100,
+            lambda i: post_json(
+                f"{servers[i % 2].url}/api/orders/{order['id']}/refunds",
+                {"amount_cents": 500},
+                {**ALICE, "Idempotency-Key": key},
+            ),
+        )
+        final = post_json(
+            f"{servers[1].url}/api/orders/{order['id']}/refunds",
+            {"amount_cents": 500},
+            {**ALICE, "Idempotency-Key": key},
+        )
+    statuses = [r.status for r in replies]
+    refunds, given = ledger.rows(Refund), ledger.rows(GatewayRefund)
+    [paid] = ledger.orders()
+    print(
+        f"[{BACKEND}] 100 duplicate refunds over 2 servers x 4 workers: "
+        f"{statuses.count(201)} x 201, {statuses.count(409)} x 409; refunds={len(refunds)} "
+        f"gateway refunds={len(given)} refunded={paid.refunded_cents} of {paid.total_cents}"
+    )
+    assert all(status in (201, 409) for status in statuses), sorted(set(statuses))
+    assert final.status == 201 and final.headers.get("Idempotent-Replayed") == "true"
+    assert len({r.body for r in replies if r.status == 201} | {final.body}) == 1
+    assert [(r.amount_cents, r.status) for r in refunds] == [(500, "succeeded")]
+    assert [g.amount_cents for g in given] == [500]
+    assert paid.refunded_cents == 500 and paid.status == "partially_refunded"
+    assert [m.kind for m in ledger.rows(OutboxMessage)] == ["order_confirmation", "refund_receipt"]
+
+
+def test_100_refunds_of_everything_left_under_distinct_keys_refund_the_order_once(
+    app: Flask, database_url: str, instance: Path, ledger: Ledger
+) -> None:
+    """Never more refunded than charged: one wins, the others are told what is left (nothing)."""
+    with gunicorn(database_url, instance, servers=2) as servers:
+        order = paid_order(servers[0].url)
+        replies = race(
+            100,
+            lambda i: post_json(
+                f"{servers[i % 2].url}/api/orders/{order['id']}/refunds",
+                {},
+                {**ALICE, "Idempotency-Key": str(uuid.uuid4())},
+            ),
+        )
+    statuses = [r.status for r in replies]
+    [paid] = ledger.orders()
+    given = ledger.rows(GatewayRefund)
+    print(
+        f"[{BACKEND}] 100 refunds of all that is left, distinct keys, 2 servers: {statuses.count(201)} x 201, "
+        f"{statuses.count(422)} x 422; gateway refunded {sum(g.amount_cents for g in given)} of {paid.total_cents}"
+    )
+    assert sorted(statuses) == [201] + [422] * 99
+    assert {r.json()["type"] for r in replies if r.status == 422} == {"refund-exceeds-charge"}
+    assert paid.status == "refunded" and paid.refunded_cents == paid.total_cents
+    assert [g.amount_cents for g in given] == [paid.total_cents]
 
 
 def pay_in_background(url: str, key: str) -> threading.Thread:

@@ -36,6 +36,7 @@ from checkout.shop.models import (
     REFUND_SUCCEEDED,
     REFUNDABLE,
     REFUNDED,
+    WAS_PAID,
     Order,
     Refund,
     public_id,
@@ -104,7 +105,9 @@ class ApiRefundResponder:
         answer = problem(
             422,
             "Refund exceeds charge",
-            f"Asked to refund {asked} cents; {left} cents of order {order.public_id} are left to refund.",
+            f"Order {order.public_id} is fully refunded: nothing is left to refund."
+            if left == 0
+            else f"Asked to refund {asked} cents; {left} cents of order {order.public_id} are left to refund.",
             type_="refund-exceeds-charge",
             order_id=order.public_id,
             refundable_cents=left,
@@ -179,8 +182,9 @@ class PlaceRefund:
             )
         )
         assert order is not None  # the view checked it is this customer's
-        if order.status not in REFUNDABLE or order.charge_id is None:
+        if order.status not in WAS_PAID or order.charge_id is None:
             raise Refuse(self.respond.not_refundable(order))  # nothing stored: it may become refundable
+        # A refunded order was paid: what it has left to refund is nothing, a final answer (stored).
         left = orders.refundable_cents(order)
         amount = self.request.amount_cents if self.request.amount_cents is not None else left
         if amount <= 0 or amount > left or not _reserve(order, amount):
