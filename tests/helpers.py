@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import http.cookiejar
+import json
 import threading
 import time
 import urllib.request
@@ -20,7 +21,8 @@ from flask.testing import FlaskClient
 
 from checkout.database import utcnow
 from checkout.extensions import db
-from checkout.gateway import GatewayCharge
+from checkout.gateway import GatewayCharge, GatewayEvent
+from checkout.gateway.signing import HEADER, sign
 from checkout.idempotency import IdempotencyEvent, IdempotencyRecord
 from checkout.shop.models import Order
 from checkout.shop.responders import API_ENDPOINT
@@ -305,3 +307,24 @@ def take_over_the_payment(app: Flask, lease_seconds: float = 60) -> Any:
         db.session.remove()
     assert isinstance(operation, Operation), "the payment finished before its lease could be taken over"
     return operation
+
+
+# --- webhooks, as the gateway would send them ----------------------------------------------
+
+WEBHOOK_SECRET = "test-webhook-secret"  # tests/conftest.py gives every test app this one
+
+
+def signed_post(client: FlaskClient, event: dict[str, Any], *, secret: str = WEBHOOK_SECRET, age: int = 0) -> Any:
+    body = json.dumps(event).encode()
+    timestamp = int(utcnow().timestamp()) - age
+    return client.post(
+        "/webhooks/gateway",
+        data=body,
+        content_type="application/json",
+        headers={HEADER: sign(secret, timestamp, body)},
+    )
+
+
+def event_of(ledger: Ledger, type_: str) -> dict[str, Any]:
+    [row] = [e for e in ledger.rows(GatewayEvent) if e.type == type_]
+    return {"id": row.id, "type": row.type, "created": row.created, "data": row.data}

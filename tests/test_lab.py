@@ -244,3 +244,20 @@ def test_the_unsafe_path_shows_every_side_effects_damage_too(app: Any, client: F
     assert [r.amount_cents for r in ledger.rows(GatewayRefund)] == [500, 500]
     damage = client.get("/api/lab/damage?purchase_prefix=unsafe-retried-").get_json()["totals"]
     assert damage["charged_more_than_once_cents"] == 3300
+
+
+def test_the_lab_says_when_the_webhook_paid_the_latest_payment_whose_answer_was_lost(
+    app: Any, client: FlaskClient
+) -> None:
+    from checkout.gateway import GatewayEvent
+    from tests.helpers import ANSWER_LOST_CARD, Ledger, event_of, signed_post
+
+    add_to_cart(client)
+    client.post(
+        "/checkout", data={**checkout_fields(client), "email": "s@example.com", "card_number": ANSWER_LOST_CARD}
+    )
+    assert len(Ledger(app).rows(GatewayEvent)) == 1
+    signed_post(client, event_of(Ledger(app), "charge.succeeded"))
+    focus = client.get("/lab/live").get_data(as_text=True)
+    assert 'data-testid="focus-order-status">paid<' in focus
+    assert "The order is already paid: the gateway's webhook finished it" in focus

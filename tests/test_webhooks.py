@@ -23,25 +23,19 @@ from checkout.mail.models import OutboxMessage
 from checkout.shop.models import Order, Refund, WebhookReceipt
 from checkout.transactions import writing
 from tests.conftest import LiveServer
-from tests.helpers import ALICE, ANSWER_LOST_CARD, UNAVAILABLE_CARD, Ledger, order_body, post_order
-
-SECRET = "test-webhook-secret"  # tests/conftest.py gives every test app this one
-
-
-def signed_post(client: FlaskClient, event: dict[str, Any], *, secret: str = SECRET, age: int = 0) -> Any:
-    body = json.dumps(event).encode()
-    timestamp = int(utcnow().timestamp()) - age
-    return client.post(
-        "/webhooks/gateway",
-        data=body,
-        content_type="application/json",
-        headers={HEADER: sign(secret, timestamp, body)},
-    )
-
-
-def event_of(ledger: Ledger, type_: str) -> dict[str, Any]:
-    [row] = [e for e in ledger.rows(GatewayEvent) if e.type == type_]
-    return {"id": row.id, "type": row.type, "created": row.created, "data": row.data}
+from tests.helpers import (
+    ALICE,
+    ANSWER_LOST_CARD,
+    UNAVAILABLE_CARD,
+    Ledger,
+    event_of,
+    order_body,
+    post_order,
+    signed_post,
+)
+from tests.helpers import (
+    WEBHOOK_SECRET as SECRET,
+)
 
 
 def deliver(app: Flask, url: str, **options: Any) -> list[Any]:

@@ -32,6 +32,7 @@ from checkout.lab.ledger import (
     totals,
     webhook_list,
 )
+from checkout.shop import orders
 from checkout.shop.forms import EmptyForm
 from checkout.shop.identity import browser_identity
 from checkout.shop.reconcile import reconcile
@@ -86,6 +87,7 @@ def _live_context() -> dict[str, Any]:
         "mine": mine,
         "record": record,
         "holder_pid": controls.holder_pid(record) if record else None,
+        "focus_order": orders.by_public_id(record.reference) if record and record.reference else None,
         "timeline": timeline(key) if key else [],
         "refunds": refunds_list(),
         "stock": stock_list(),
