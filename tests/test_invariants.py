@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import uuid
 from typing import Any
 
@@ -15,6 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from checkout.extensions import db
+from checkout.idempotency.types import Event
+from checkout.shop.refunds import RefundEvent
 from tests.helpers import ALICE, ANSWER_LOST_CARD, DECLINED_CARD, GOOD_CARD, UNAVAILABLE_CARD, order_body
 
 json_values = st.recursive(
@@ -91,3 +94,19 @@ def test_migrations_build_the_schema_the_models_describe(tmp_path: Any, monkeypa
     assert check.exit_code == 0, check.output  # non-zero when the models and migrations differ
     with app.app_context():
         db.engine.dispose()
+
+
+def test_every_state_a_check_allows_fits_its_column() -> None:
+    """SQLite ignores a VARCHAR's length and PostgreSQL does not: a state too long fails only there."""
+    too_long = []
+    for table in db.metadata.tables.values():
+        for constraint in table.constraints:
+            found = re.fullmatch(r"(\w+) IN \((.*)\)", str(getattr(constraint, "sqltext", "")))
+            if found:
+                column = table.c[found.group(1)]
+                for value in re.findall(r"'([^']*)'", found.group(2)):
+                    if len(value) > column.type.length:
+                        too_long.append(f"{table.name}.{column.name}: {value!r}")
+    event_name = db.metadata.tables["idempotency_events"].c.name
+    too_long += [name for name in [*Event, *RefundEvent] if len(name) > event_name.type.length]
+    assert too_long == []

@@ -144,7 +144,7 @@ class Order(Base):
     cart_version: Mapped[int | None]
     # What the gateway is called with: derived from the order, the same on every retry.
     gateway_key: Mapped[str] = mapped_column(sa.String(64), unique=True)
-    status: Mapped[str] = mapped_column(sa.String(16), default=PENDING)
+    status: Mapped[str] = mapped_column(sa.String(20), default=PENDING)
     email: Mapped[str] = mapped_column(sa.String(254))
     card_last4: Mapped[str] = mapped_column(sa.String(4))
     total_cents: Mapped[int]
