@@ -212,3 +212,34 @@ def test_a_double_submitted_refund_form_refunds_once_and_says_so(client: FlaskCl
     page = client.get(order_url).get_data(as_text=True)
     assert 'data-testid="refund-replay-notice"' in page
     assert len(ledger.rows(Refund)) == 1 and [r.amount_cents for r in ledger.rows(GatewayRefund)] == [500]
+
+
+def test_the_refund_form_answers_bad_input_with_a_page_and_writes_nothing(app: Flask, client: FlaskClient) -> None:
+    add_to_cart(client)
+    fields = checkout_fields(client)
+    order_url = client.post(
+        "/checkout", data={**fields, "email": "s@example.com", "card_number": "4242 4242 4242 4242"}
+    ).headers["Location"]
+    form = form_fields(client.get(order_url).get_data(as_text=True), form_id="refund-form")
+    stranger = app.test_client()
+    stranger_csrf = form_fields(stranger.get("/").get_data(as_text=True), form_id=None)["csrf_token"]
+    before = table_counts(app)
+    answers = {
+        "unknown order": client.post("/orders/ord_nope/refunds", data=form),
+        "no key": client.post(f"{order_url}/refunds", data={**form, "idempotency_key": ""}),
+        "not an amount": client.post(f"{order_url}/refunds", data={**form, "amount": "five"}),
+        "negative": client.post(f"{order_url}/refunds", data={**form, "amount": "-1"}),
+        "no CSRF": client.post(f"{order_url}/refunds", data={**form, "csrf_token": ""}),
+        "another browser": stranger.post(f"{order_url}/refunds", data={**form, "csrf_token": stranger_csrf}),
+    }
+    statuses = {name: answer.status_code for name, answer in answers.items()}
+    assert statuses == {
+        "unknown order": 404,
+        "no key": 400,
+        "not an amount": 422,
+        "negative": 422,
+        "no CSRF": 400,
+        "another browser": 404,
+    }
+    assert all(a.mimetype == "text/html" and b"Traceback" not in a.get_data() for a in answers.values())
+    assert table_counts(app) == before

@@ -29,9 +29,11 @@ from tests.helpers import (
     UNAVAILABLE_CARD,
     Ledger,
     event_of,
+    form_fields,
     order_body,
     post_order,
     signed_post,
+    table_counts,
 )
 from tests.helpers import (
     WEBHOOK_SECRET as SECRET,
@@ -199,3 +201,43 @@ def test_a_payment_paid_by_its_webhook_and_refunded_since_answers_its_retry_with
     assert retry.status_code == 201, retry.get_data()
     assert retry.get_json()["id"] == order.public_id and retry.get_json()["status"] == "partially_refunded"
     assert len(ledger.orders()) == 1 and len(ledger.succeeded_charges()) == 1
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        {"id": "evt_1", "type": "charge.succeeded", "data": {"reference": "ord_nope", "id": "ch_nope"}},
+        {"id": "evt_2", "type": "refund.succeeded", "data": {"gateway_key": "refund-re_nope", "id": "rf_nope"}},
+        {"id": "evt_3", "type": "charge.disputed", "data": {}},
+    ],
+    ids=["unknown order", "unknown refund", "unknown type"],
+)
+def test_a_signed_event_about_nothing_this_shop_knows_is_ignored_and_changes_no_order(
+    client: FlaskClient, ledger: Ledger, event: dict[str, Any]
+) -> None:
+    answer = signed_post(client, event)
+    assert answer.status_code == 200 and answer.get_json()["result"] == "ignored"
+    assert ledger.orders() == [] and ledger.rows(Refund) == []
+
+
+@pytest.mark.parametrize(
+    "body", [b"not json", b"[]", b'{"id": 1, "type": "charge.succeeded", "data": {}}', b'{"id": "evt_x"}']
+)
+def test_a_signed_body_that_is_not_an_event_is_400_and_writes_nothing(
+    app: Flask, client: FlaskClient, body: bytes
+) -> None:
+    before = table_counts(app)
+    answer = client.post(
+        "/webhooks/gateway",
+        data=body,
+        content_type="application/json",
+        headers={HEADER: sign(SECRET, int(utcnow().timestamp()), body)},
+    )
+    assert answer.status_code == 400 and answer.mimetype == "application/problem+json"
+    assert table_counts(app) == before
+
+
+def test_redelivering_an_unknown_event_in_the_lab_says_so(client: FlaskClient) -> None:
+    csrf = form_fields(client.get("/lab").get_data(as_text=True), form_id=None)["csrf_token"]
+    answer = client.post("/lab/webhooks/evt_nope/redeliver", data={"csrf_token": csrf}, follow_redirects=True)
+    assert answer.status_code == 200 and "There is no gateway event with that id." in answer.get_data(as_text=True)
