@@ -189,4 +189,5 @@ def test_the_exercises_page_and_the_readme_list_every_exercise(page: Page, live_
     for exercise in EXERCISES:
         expect(page.get_by_test_id(f"exercise-{exercise.slug}")).to_contain_text(exercise.expect)
         assert exercise.title in readme
-    assert len(EXERCISES) >= 6
+    shown = page.locator("[data-testid^='exercise-']").evaluate_all("(all) => all.map((e) => e.dataset.testid)")
+    assert sorted(shown) == sorted(f"exercise-{exercise.slug}" for exercise in EXERCISES)  # every one, no other
