@@ -8,7 +8,7 @@ PORT ?= 5000
 INSTANCE ?= $(or $(CHECKOUT_INSTANCE_PATH),instance)
 
 .DEFAULT_GOAL := help
-.PHONY: help install run serve test lint bench mutants migrate seed reset-lab browser screenshots mass clean
+.PHONY: help install run serve test lint fuzz bench mutants migrate seed reset-lab browser screenshots mass clean
 
 ## List the targets.
 help:
@@ -58,6 +58,10 @@ test: install browser
 ## The mutation check: each layer of the defence turned off in a copy of the tree; its tests must fail.
 mutants: install browser
 	$(BIN)/python scripts/mutants.py $(MUTANTS_ARGS)
+
+## schemathesis against a live shop: every answer conforms to /api/openapi.json, no 5xx.
+fuzz: install
+	$(BIN)/python scripts/fuzz_api.py $(FUZZ_ARGS)
 
 ## Lint and format check (ruff).
 lint: install

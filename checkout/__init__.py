@@ -13,6 +13,7 @@ from checkout.config import SETTINGS, defaults, finalize, from_environment, prep
 from checkout.database import configure_engine
 from checkout.extensions import csrf, db, migrate
 
+__version__ = "0.2.0"  # the one place it is written (pyproject.toml reads it); see CHANGELOG.md
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -82,6 +83,7 @@ def register_blueprints(app: Flask) -> None:
     from checkout.lab.mailbox import bp as mailbox_bp
     from checkout.lab.unsafe import bp as unsafe_bp
     from checkout.lab.views import bp as lab_bp
+    from checkout.openapi import bp as openapi_bp
     from checkout.shop.api import bp as api_bp
     from checkout.shop.checkout_page import bp as checkout_bp
     from checkout.shop.orders_page import bp as orders_bp
@@ -91,6 +93,7 @@ def register_blueprints(app: Flask) -> None:
     for blueprint in (shop_bp, checkout_bp, orders_bp, api_bp, webhooks_bp, lab_bp, unsafe_bp):
         app.register_blueprint(blueprint)
     app.register_blueprint(mailbox_bp)
+    app.register_blueprint(openapi_bp)
 
 
 def register_template_helpers(app: Flask) -> None:

@@ -1,0 +1,78 @@
+"""GET /api/openapi.json: a valid OpenAPI 3.1 document that names every route and answer of the JSON API."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+from openapi_spec_validator import validate
+
+from checkout.problems import PROBLEM_TYPES
+
+
+@pytest.fixture
+def document(client: FlaskClient) -> dict[str, Any]:
+    response = client.get("/api/openapi.json")
+    assert response.status_code == 200 and response.mimetype == "application/json"
+    found: dict[str, Any] = response.get_json()
+    return found
+
+
+def test_the_document_is_valid_openapi_3_1(document: dict[str, Any]) -> None:
+    validate(document)  # raises on any violation of the OpenAPI 3.1 schema
+    assert document["openapi"].startswith("3.1")
+
+
+def test_every_json_route_of_the_app_is_described(app: Flask, document: dict[str, Any]) -> None:
+    described = {(method.upper(), path) for path, operations in document["paths"].items() for method in operations}
+    routes = {
+        (method, rule.rule.replace("<", "{").replace(">", "}"))
+        for rule in app.url_map.iter_rules()
+        if (rule.rule.startswith("/api/") and not rule.rule.startswith("/api/lab/")) or rule.rule == "/webhooks/gateway"
+        for method in rule.methods or ()
+        if method not in ("HEAD", "OPTIONS")
+    }
+    routes.discard(("GET", "/api/openapi.json"))  # the document itself
+    assert described == routes
+
+
+def test_the_idempotent_posts_name_the_key_and_every_answer_the_contract_gives(document: dict[str, Any]) -> None:
+    for path in ("/api/orders", "/api/orders/{order_id}/refunds"):
+        post = document["paths"][path]["post"]
+        names = {p.get("name") or p["$ref"].rsplit("/", 1)[1] for p in post["parameters"]}
+        assert {"IdempotencyKey", "Prefer"} <= names
+        assert {"201", "400", "401", "409", "413", "415", "422", "429", "503"} <= set(post["responses"])
+        assert set(post["responses"]["201"]["headers"]) >= {"Location", "Idempotent-Replayed"}
+        for status in ("409", "503"):
+            assert "Retry-After" in post["responses"][status]["headers"]
+    assert "402" in document["paths"]["/api/orders"]["post"]["responses"]
+    header = document["components"]["parameters"]["IdempotencyKey"]
+    assert header["in"] == "header" and header["name"] == "Idempotency-Key" and header["required"] is True
+
+
+def test_every_problem_type_the_api_sends_is_named_in_the_document(document: dict[str, Any]) -> None:
+    text = str(document)
+    sent = {
+        "idempotency-key-reused",
+        "idempotency-request-in-progress",
+        "invalid-idempotency-key",
+        "malformed-json",
+        "payment-unconfirmed",
+        "card-declined",
+        "payment-abandoned",
+        "out-of-stock",
+        "order-not-refundable",
+        "refund-exceeds-charge",
+        "bad-signature",
+        *(PROBLEM_TYPES[status] for status in (401, 404, 413, 415, 422, 429)),
+    }
+    assert sorted(t for t in sent if f"`{t}`" not in text) == []
+
+
+def test_the_document_is_served_even_with_the_lab_off(database_url: str, tmp_path: Any) -> None:
+    from tests.conftest import make_app
+
+    app = make_app(database_url, str(tmp_path / "instance"), CHECKOUT_LAB=False)
+    assert app.test_client().get("/api/openapi.json").status_code == 200
