@@ -7,6 +7,8 @@ Several app servers on several machines share one PostgreSQL.
 """
 
 import os
+import shutil
+import tempfile
 
 bind = os.environ.get("GUNICORN_BIND", "127.0.0.1:5000")
 workers = int(os.environ.get("GUNICORN_WORKERS", "4"))
@@ -19,3 +21,22 @@ accesslog = "-"
 errorlog = "-"
 # gunicorn 27 would otherwise write a control socket under the home folder.
 control_socket_disable = True
+
+# Metrics: each worker counts in its own process; prometheus-client adds up the files every
+# worker writes into one folder (its multiprocess mode). A fresh folder per start, so no count
+# survives from an earlier run; if you set PROMETHEUS_MULTIPROC_DIR yourself, empty it before.
+_metrics_folder = None
+if "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
+    _metrics_folder = tempfile.mkdtemp(prefix="checkout-metrics-")
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = _metrics_folder
+
+
+def child_exit(server, worker):
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(worker.pid)
+
+
+def on_exit(server):
+    if _metrics_folder:
+        shutil.rmtree(_metrics_folder, ignore_errors=True)

@@ -61,11 +61,15 @@ def create_app(config: Mapping[str, Any] | None = None, *, instance_path: str | 
             timeout_seconds=float(app.config["CHECKOUT_GATEWAY_TIMEOUT_SECONDS"]),
         )
 
+    from checkout.eventlog import register_event_log
     from checkout.gateway.relay import register_webhook_relay
     from checkout.limits import register_rate_limits
+    from checkout.metrics import register_metrics
 
     register_webhook_relay(app)
     register_rate_limits(app)
+    register_metrics(app)
+    register_event_log()
     register_blueprints(app)
     register_template_helpers(app)
 

@@ -71,8 +71,6 @@ def test_every_problem_type_the_api_sends_is_named_in_the_document(document: dic
     assert sorted(t for t in sent if f"`{t}`" not in text) == []
 
 
-def test_the_document_is_served_even_with_the_lab_off(database_url: str, tmp_path: Any) -> None:
-    from tests.conftest import make_app
-
-    app = make_app(database_url, str(tmp_path / "instance"), CHECKOUT_LAB=False)
-    assert app.test_client().get("/api/openapi.json").status_code == 200
+@pytest.mark.parametrize("app_overrides", [{"CHECKOUT_LAB": False}])
+def test_the_document_is_served_even_with_the_lab_off(client: FlaskClient) -> None:
+    assert client.get("/api/openapi.json").status_code == 200

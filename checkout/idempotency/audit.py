@@ -4,6 +4,10 @@
 phase, the release). The events of one unit are written together, in one
 INSERT, just before it commits (a ``before_commit`` hook on the session): they
 commit with the change they describe, or vanish with it.
+
+Whoever wants to know what happened (the app's metrics and its log lines; the
+engine knows neither) subscribes with ``on_committed``: it is told each unit's
+events once that unit has committed, never the events of a rolled-back one.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import enum
 import os
 import socket
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from sqlalchemy import event, insert
@@ -22,6 +27,16 @@ from checkout.idempotency.models import IdempotencyEvent
 from checkout.idempotency.types import Scope
 
 _PENDING = "checkout.audit"
+_COMMITTING = "checkout.audit.committing"
+
+AuditEvent = dict[str, Any]  # created_at, customer, endpoint, key, name, worker, detail
+_subscribers: list[Callable[[Sequence[AuditEvent]], None]] = []
+
+
+def on_committed(subscriber: Callable[[Sequence[AuditEvent]], None]) -> None:
+    """Call ``subscriber`` with the events of every unit of work that commits (after it has)."""
+    if subscriber not in _subscribers:
+        _subscribers.append(subscriber)
 
 
 def worker_name() -> str:
@@ -50,8 +65,18 @@ def _write_pending_events(session: Session) -> None:
     pending = session.info.pop(_PENDING, None)
     if pending:
         session.execute(insert(IdempotencyEvent.__table__), pending)
+        session.info[_COMMITTING] = pending
+
+
+@event.listens_for(Session, "after_commit")
+def _tell_subscribers(session: Session) -> None:
+    committed = session.info.pop(_COMMITTING, None)
+    if committed:
+        for subscriber in _subscribers:
+            subscriber(committed)
 
 
 @event.listens_for(Session, "after_rollback")
 def _forget_pending_events(session: Session) -> None:
     session.info.pop(_PENDING, None)
+    session.info.pop(_COMMITTING, None)

@@ -226,7 +226,9 @@ def take_over(
         recovery_point, reference = taken
         if received:
             note(view.scope, Event.RECEIVED)
-        note(view.scope, by, recovery_point=recovery_point, owner=owner[:8])
+        # A lease that had a holder and ran out: a takeover (the holder died or hung), not a resumption.
+        expired = view.locked_until is not None and not view.lease_live
+        note(view.scope, by, recovery_point=recovery_point, owner=owner[:8], expired_lease=expired or None)
     operation = Operation(view.scope, view.id, owner, recovery_point, resumed=True, settings=settings)
     operation.reference = reference
     return operation
@@ -244,7 +246,8 @@ def _attempt(
         )
         if decided is not None:
             return decided
-        first_look = False  # we lost a race; the winner's record is there now
+        # We lost a race (the claim's INSERT, or a takeover) and noted nothing: the next look is still
+        # this request's first in the audit trail, so it is received, and counted as a conflict, once.
     return InProgress(retry_after=1)
 
 

@@ -20,6 +20,7 @@ from typing import Any
 import sqlalchemy as sa
 from flask import Blueprint, Response, current_app, request
 
+from checkout import metrics
 from checkout.database import insert_ignoring_conflicts, utcnow
 from checkout.extensions import csrf, db
 from checkout.gateway.signing import HEADER, verify
@@ -87,6 +88,7 @@ def receive() -> Response:
             db.session.execute(
                 sa.update(receipts).where(receipts.c.event_id == event["id"]).values(result=result, detail=detail)
             )
+    metrics.webhook_received(event["type"], result)  # after the commit: it happened
     return Response(json_bytes({"event": event["id"], "result": result}), mimetype="application/json")
 
 

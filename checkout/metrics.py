@@ -1,0 +1,119 @@
+"""GET /metrics: the defence, observable once the lab is off (Prometheus text format).
+
+The counters come from the audit trail: each committed unit of work tells us
+its events (``checkout.idempotency.audit.on_committed``), so a counter moves
+only when what it counts really happened, once. Webhooks and emails, which
+are not operations of the engine, count where they are applied and sent.
+
+Under gunicorn every worker counts in its own process; prometheus-client's
+multiprocess mode adds them up. gunicorn.conf.py points
+``PROMETHEUS_MULTIPROC_DIR`` at a fresh folder before the workers start and
+tells the library when a worker exits. Without it (``flask run``, the tests)
+the counters live in this process.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+
+from flask import Blueprint, Flask, Response, g, request
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+)
+from prometheus_client import multiprocess as prometheus_multiprocess
+
+from checkout.idempotency import Event
+from checkout.idempotency.audit import AuditEvent, on_committed
+
+bp = Blueprint("metrics", __name__)
+
+_ENDPOINT = ["endpoint"]
+CLAIMS = Counter("checkout_claims", "Idempotency keys claimed: operations run for the first time.", _ENDPOINT)
+REPLAYS = Counter("checkout_replays", "Duplicates answered with the stored response.", _ENDPOINT)
+CONFLICTS = Counter("checkout_conflicts", "Duplicates that arrived while the first was still running.", _ENDPOINT)
+MISMATCHES = Counter("checkout_mismatches", "Keys that came back with another request (refused).", _ENDPOINT)
+RESUMPTIONS = Counter("checkout_resumptions", "Retries that resumed a released operation.", _ENDPOINT)
+TAKEOVERS = Counter("checkout_takeovers", "Operations taken over after their holder's lease ran out.", _ENDPOINT)
+GATEWAY_FAULTS = Counter("checkout_gateway_faults", "Gateway calls that failed or lost their answer.", ["fault"])
+WEBHOOKS_APPLIED = Counter("checkout_webhooks_applied", "Gateway events applied (at most once each).", ["type"])
+WEBHOOKS_DUPLICATED = Counter("checkout_webhooks_duplicated", "Gateway events delivered again and ignored.")
+EMAILS_SENT = Counter("checkout_emails_sent", "Outbox messages the mail server accepted.", ["kind"])
+LATENCY = Histogram(
+    "checkout_latency_seconds",
+    "How long a checkout request (a payment or a refund) took to answer.",
+    _ENDPOINT,
+    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
+
+# The endpoints whose latency is the checkout's (route templates, as the engine's scopes name them).
+TIMED = {
+    "/api/orders": "POST /api/orders",
+    "/checkout": "POST /checkout",
+    "/api/orders/<order_id>/refunds": "POST /api/orders/<order_id>/refunds",
+    "/orders/<order_id>/refunds": "POST /orders/<order_id>/refunds",
+}
+FAULTS = {"gateway_unavailable": "unavailable", "answer_lost": "answer_lost"}
+
+
+def count_committed(events: Sequence[AuditEvent]) -> None:
+    for event in events:
+        name, endpoint = event["name"], event["endpoint"]
+        if name == Event.CLAIMED:
+            CLAIMS.labels(endpoint).inc()
+        elif name == Event.REPLAYED:
+            REPLAYS.labels(endpoint).inc()
+        elif name == Event.CONFLICT:
+            CONFLICTS.labels(endpoint).inc()
+        elif name == Event.MISMATCH:
+            MISMATCHES.labels(endpoint).inc()
+        elif name == Event.RESUMED:
+            (TAKEOVERS if event["detail"].get("expired_lease") else RESUMPTIONS).labels(endpoint).inc()
+        elif name in FAULTS:
+            GATEWAY_FAULTS.labels(FAULTS[name]).inc()
+
+
+def webhook_received(type_: str, result: str) -> None:
+    if result == "applied":
+        WEBHOOKS_APPLIED.labels(type_).inc()
+    elif result == "duplicate":
+        WEBHOOKS_DUPLICATED.inc()
+
+
+def email_sent(kind: str) -> None:
+    EMAILS_SENT.labels(kind).inc()
+
+
+def _registry() -> CollectorRegistry:
+    if "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
+        return REGISTRY
+    registry = CollectorRegistry()
+    prometheus_multiprocess.MultiProcessCollector(registry)  # every worker's files, added up
+    return registry
+
+
+@bp.get("/metrics")
+def metrics() -> Response:
+    return Response(generate_latest(_registry()), content_type=CONTENT_TYPE_LATEST)
+
+
+def register_metrics(app: Flask) -> None:
+    on_committed(count_committed)
+    app.register_blueprint(bp)
+
+    @app.before_request
+    def _start_clock() -> None:
+        g.checkout_started = time.perf_counter()
+
+    @app.teardown_request
+    def _time_checkout(_error: BaseException | None) -> None:
+        rule = request.url_rule.rule if request.url_rule is not None else None
+        started = g.get("checkout_started")
+        if request.method == "POST" and rule in TIMED and started is not None:
+            LATENCY.labels(TIMED[rule]).observe(time.perf_counter() - started)
