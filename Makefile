@@ -63,10 +63,11 @@ mutants: install browser
 fuzz: install
 	$(BIN)/python scripts/fuzz_api.py $(FUZZ_ARGS)
 
-## Lint and format check (ruff).
+## Lint, format check and types: ruff, then mypy --strict on checkout/ (settings in pyproject.toml).
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 ## What the protection costs: protected vs unsafe vs replay, 1M records, the storm (SQLite, then PostgreSQL).
 bench: install

@@ -30,6 +30,15 @@ class Base(DeclarativeBase):
     metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
 
 
+def table_of(model: type[Base]) -> sa.Table:
+    """A model's Table, typed as one (SQLAlchemy types ``__table__`` as a FromClause, which Core's
+    ``update``/``delete`` refuse; a declarative model's is always a Table, and this checks it)."""
+    table = model.__table__
+    if not isinstance(table, sa.Table):
+        raise TypeError(f"{model.__name__} is not mapped to a Table")
+    return table
+
+
 def utcnow() -> datetime:
     return datetime.now(UTC)
 

@@ -94,7 +94,8 @@ def _registry() -> CollectorRegistry:
     if "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
         return REGISTRY
     registry = CollectorRegistry()
-    prometheus_multiprocess.MultiProcessCollector(registry)  # every worker's files, added up
+    # every worker's files, added up (prometheus-client's multiprocess module is not annotated)
+    prometheus_multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
     return registry
 
 

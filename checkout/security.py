@@ -79,6 +79,7 @@ class BoundedBody:
 
 
 def register_security(app: Flask) -> None:
+    # Wrapping wsgi_app is Flask's documented way to add middleware; mypy sees it as a method being replaced.
     app.wsgi_app = BoundedBody(app.wsgi_app, int(app.config["MAX_CONTENT_LENGTH"]))  # type: ignore[method-assign]
 
     @app.before_request

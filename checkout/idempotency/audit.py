@@ -21,7 +21,7 @@ from typing import Any
 from sqlalchemy import event, insert
 from sqlalchemy.orm import Session
 
-from checkout.database import utcnow
+from checkout.database import table_of, utcnow
 from checkout.extensions import db
 from checkout.idempotency.models import IdempotencyEvent
 from checkout.idempotency.types import Scope
@@ -64,7 +64,7 @@ def note(scope: Scope, name: enum.StrEnum, **detail: Any) -> None:
 def _write_pending_events(session: Session) -> None:
     pending = session.info.pop(_PENDING, None)
     if pending:
-        session.execute(insert(IdempotencyEvent.__table__), pending)
+        session.execute(insert(table_of(IdempotencyEvent)), pending)
         session.info[_COMMITTING] = pending
 
 

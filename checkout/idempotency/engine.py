@@ -36,7 +36,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from checkout.database import insert_ignoring_conflicts, utcnow
+from checkout.database import insert_ignoring_conflicts, table_of, utcnow
 from checkout.extensions import db
 from checkout.idempotency.audit import note
 from checkout.idempotency.models import IdempotencyEvent, IdempotencyRecord
@@ -63,8 +63,8 @@ from checkout.idempotency.types import (
 )
 from checkout.transactions import assert_idle, writing
 
-records = IdempotencyRecord.__table__
-events = IdempotencyEvent.__table__
+records = table_of(IdempotencyRecord)
+events = table_of(IdempotencyEvent)
 
 # The statements every request runs, built once (executed with parameters).
 _PEEK = sa.select(records).where(

@@ -10,7 +10,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from checkout.database import utcnow
+from checkout.database import table_of, utcnow
 from checkout.extensions import db
 from checkout.idempotency.audit import note, worker_name
 from checkout.idempotency.models import IdempotencyRecord
@@ -29,7 +29,7 @@ from checkout.idempotency.types import (
 )
 from checkout.transactions import writing
 
-records = IdempotencyRecord.__table__
+records = table_of(IdempotencyRecord)
 
 # Built once: the columns to SET come with each execution's parameters.
 _OWNED_UPDATE = (

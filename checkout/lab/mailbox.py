@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from flask import Blueprint, current_app, render_template
 from flask.typing import ResponseReturnValue
 
-from checkout.database import utcnow
+from checkout.database import table_of, utcnow
 from checkout.extensions import db
 from checkout.lab import lab_only
 from checkout.mail.models import OutboxMessage
@@ -123,7 +123,7 @@ class OutboxRow:
 
 def outbox_rows() -> tuple[list[OutboxRow], dict[str, int]]:
     """The newest outbox messages, and how many are sent and waiting."""
-    messages = OutboxMessage.__table__
+    messages = table_of(OutboxMessage)
     rows = db.session.execute(
         sa.select(
             messages.c.id,

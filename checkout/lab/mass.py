@@ -23,7 +23,7 @@ import urllib.request
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from checkout.client import place_order
 
@@ -55,6 +55,22 @@ def damage(base_url: str, prefix: str) -> dict[str, Any]:
     return dict(report["totals"])
 
 
+class Report(TypedDict):
+    path: str
+    payments: int
+    clients: int
+    attempts: int
+    unfinished: int
+    seconds: float
+    expected_cents: int
+    ordered_cents: int
+    charged_cents: int
+    charged_more_than_once_cents: int
+    never_charged_cents: int
+    difference_cents: int
+    purchase_prefix: str
+
+
 def run(
     base_url: str,
     payments: int,
@@ -64,7 +80,7 @@ def run(
     timeout: float,
     seed: int,
     token: str = "demo-alice-token",
-) -> dict[str, object]:
+) -> Report:
     products = _get_json(f"{base_url}/api/products")
     assert isinstance(products, list) and products
     rng = random.Random(seed)
@@ -83,7 +99,7 @@ def run(
         }
         plans.append((body, product["price_cents"] * quantity if pays else 0, rng.random()))
 
-    def one(plan: tuple[dict, int, float]) -> Outcome:
+    def one(plan: tuple[dict[str, Any], int, float]) -> Outcome:
         body, expected, jitter_seed = plan
         result = place_order(
             base_url,
@@ -105,21 +121,21 @@ def run(
     expected = sum(o.expected_cents for o in outcomes)
     counted = damage(base_url, prefix)
     charged = int(counted["charged_cents"])
-    return {
-        "path": "unsafe" if unsafe else "safe",
-        "payments": payments,
-        "clients": clients,
-        "attempts": sum(o.attempts for o in outcomes),
-        "unfinished": sum(1 for o in outcomes if o.status not in (201, 402)),
-        "seconds": round(elapsed, 1),
-        "expected_cents": expected,
-        "ordered_cents": int(counted["ordered_cents"]),
-        "charged_cents": charged,
-        "charged_more_than_once_cents": int(counted["charged_more_than_once_cents"]),
-        "never_charged_cents": int(counted["never_charged_cents"]),
-        "difference_cents": charged - expected,
-        "purchase_prefix": prefix,
-    }
+    return Report(
+        path="unsafe" if unsafe else "safe",
+        payments=payments,
+        clients=clients,
+        attempts=sum(o.attempts for o in outcomes),
+        unfinished=sum(1 for o in outcomes if o.status not in (201, 402)),
+        seconds=round(elapsed, 1),
+        expected_cents=expected,
+        ordered_cents=int(counted["ordered_cents"]),
+        charged_cents=charged,
+        charged_more_than_once_cents=int(counted["charged_more_than_once_cents"]),
+        never_charged_cents=int(counted["never_charged_cents"]),
+        difference_cents=charged - expected,
+        purchase_prefix=prefix,
+    )
 
 
 def _pick_card(rng: random.Random) -> tuple[str, bool]:
@@ -149,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"charged:    ${report['charged_cents'] / 100:,.2f}")
     print(f"  more than once: ${report['charged_more_than_once_cents'] / 100:,.2f}")
     print(f"  never charged:  ${report['never_charged_cents'] / 100:,.2f}")
-    difference = int(report["difference_cents"])
+    difference = report["difference_cents"]
     exact = difference == 0 and not report["charged_more_than_once_cents"] and not report["never_charged_cents"]
     print("result:     exact" if exact else f"result:     OFF BY ${difference / 100:,.2f}")
     return 0 if exact or args.unsafe else 1

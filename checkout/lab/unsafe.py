@@ -23,7 +23,7 @@ from flask.typing import ResponseReturnValue
 from wtforms import HiddenField
 
 from checkout.database import utcnow
-from checkout.extensions import csrf
+from checkout.extensions import csrf_exempt
 from checkout.gateway import CardDeclined, GatewayError
 from checkout.lab import lab_only
 from checkout.problems import json_bytes, problem
@@ -173,7 +173,7 @@ def pay() -> ResponseReturnValue:
 
 
 @bp.post("/api/lab/unsafe-orders")
-@csrf.exempt
+@csrf_exempt
 def api_pay() -> Response:
     """The unsafe twin of POST /api/orders, for the mass test: no Idempotency-Key at all."""
     customer = api_customer()
@@ -198,7 +198,7 @@ def api_pay() -> Response:
 
 
 @bp.post("/api/lab/unsafe-orders/<order_id>/refunds")
-@csrf.exempt
+@csrf_exempt
 def api_refund(order_id: str) -> Response:
     """The unsafe twin of POST /api/orders/<id>/refunds: no key, so every retry is one more refund.
 

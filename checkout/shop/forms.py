@@ -33,11 +33,11 @@ class AddToCartForm(FlaskForm):  # type: ignore[misc]  # Flask-WTF ships no type
     submit = SubmitField("Add to cart")
 
 
-class EmptyForm(FlaskForm):  # type: ignore[misc]
+class EmptyForm(FlaskForm):  # type: ignore[misc]  # as above: FlaskForm is Any to mypy
     """Just the CSRF token, for buttons that change state."""
 
 
-class PaymentForm(FlaskForm):  # type: ignore[misc]
+class PaymentForm(FlaskForm):  # type: ignore[misc]  # as above: FlaskForm is Any to mypy
     """What a shopper types to pay. The lab's unsafe checkout uses just this."""
 
     email = EmailField(
@@ -68,7 +68,7 @@ class CheckoutForm(PaymentForm):
     expected_total = HiddenField()
 
 
-class RefundForm(FlaskForm):  # type: ignore[misc]
+class RefundForm(FlaskForm):  # type: ignore[misc]  # as above: FlaskForm is Any to mypy
     """Give money back for an order: the amount (empty: everything left), and the refund's own key."""
 
     amount = StringField(

@@ -15,14 +15,14 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from checkout.database import insert_ignoring_conflicts, utcnow
+from checkout.database import insert_ignoring_conflicts, table_of, utcnow
 from checkout.extensions import db
 from checkout.shop.lines import Line
 from checkout.shop.models import PENDING, SAFE_PATH, Order, OrderItem, Refund
 
-orders = Order.__table__
-order_items = OrderItem.__table__
-refunds = Refund.__table__
+orders = table_of(Order)
+order_items = table_of(OrderItem)
+refunds = table_of(Refund)
 
 
 @dataclass(frozen=True)

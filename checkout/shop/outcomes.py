@@ -20,13 +20,13 @@ def end_order(order: OrderView, status: str, charge_id: str | None) -> OrderView
     ended = orders.end_pending(order, status, charge_id)
     if ended is None:
         return None
-    in_a_cart = ended.cart_id is not None and ended.cart_version is not None
+    cart_id, version = ended.cart_id, ended.cart_version  # None for an API order: no cart
     if ended.status == PAID:
-        if in_a_cart and not carts.close_paid_version(ended.cart_id, ended.cart_version):  # type: ignore[arg-type]
+        if cart_id is not None and version is not None and not carts.close_paid_version(cart_id, version):
             orders.mark_cart_moved_on(ended)
         emails.order_confirmation(ended)
     else:
         stock.give_back_order(ended.id)
-        if in_a_cart:
-            carts.retire_version(ended.cart_id, ended.cart_version)  # type: ignore[arg-type]
+        if cart_id is not None and version is not None:
+            carts.retire_version(cart_id, version)
     return ended

@@ -23,7 +23,7 @@ from typing import Protocol
 
 import sqlalchemy as sa
 
-from checkout.database import utcnow
+from checkout.database import table_of, utcnow
 from checkout.extensions import db
 from checkout.gateway import Gateway, GatewayTimeout, GatewayUnavailable
 from checkout.gateway import Refund as GatewayRefundAnswer
@@ -48,8 +48,8 @@ REFUND_CREATED = "refund_created"
 API_REFUNDS = "POST /api/orders/<order_id>/refunds"
 BROWSER_REFUNDS = "POST /orders/<order_id>/refunds"
 
-refunds = Refund.__table__
-order_table = Order.__table__
+refunds = table_of(Refund)
+order_table = table_of(Order)
 
 
 class RefundEvent(enum.StrEnum):

@@ -13,11 +13,12 @@ from collections.abc import Sequence
 
 import sqlalchemy as sa
 
+from checkout.database import table_of
 from checkout.extensions import db
 from checkout.shop.lines import Line
 from checkout.shop.models import OrderItem, Product
 
-products = Product.__table__
+products = table_of(Product)
 
 _TAKE = (
     sa.update(products)

@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from flask import Blueprint, Response, current_app, request
 
 from checkout import metrics
-from checkout.database import insert_ignoring_conflicts, utcnow
+from checkout.database import insert_ignoring_conflicts, table_of, utcnow
 from checkout.extensions import csrf, db
 from checkout.gateway.signing import HEADER, verify
 from checkout.problems import json_bytes, problem
@@ -33,7 +33,7 @@ from checkout.transactions import writing
 bp = Blueprint("webhooks", __name__)
 csrf.exempt(bp)  # signed by the gateway: there is no browser session to forge
 
-receipts = WebhookReceipt.__table__
+receipts = table_of(WebhookReceipt)
 APPLIED, NO_CHANGE, IGNORED, DUPLICATE = "applied", "no change", "ignored", "duplicate"
 
 
@@ -64,6 +64,7 @@ def receive() -> Response:
     event = _event(raw)
     if event is None:
         return problem(400, "Malformed event", "The body is not a gateway event. Nothing was applied.")
+    detail: dict[str, Any]
     with writing():
         claimed = db.session.execute(
             insert_ignoring_conflicts(receipts, db.session).returning(receipts.c.event_id),
