@@ -6,9 +6,10 @@ FLASK := $(BIN)/flask --app checkout
 HOST ?= 127.0.0.1
 PORT ?= 5000
 INSTANCE ?= $(or $(CHECKOUT_INSTANCE_PATH),instance)
+TRANSLATIONS := checkout/translations
 
 .DEFAULT_GOAL := help
-.PHONY: help install run serve test lint fuzz bench mutants migrate seed reset-lab browser screenshots mass clean
+.PHONY: help install run serve test lint fuzz translations bench mutants migrate seed reset-lab browser screenshots mass clean
 
 ## List the targets.
 help:
@@ -22,8 +23,15 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/activate
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $@
 
-## Create the virtual environment and install the shop with its tools.
+## Create the virtual environment and install the shop with its tools (and compile the translations).
 install: $(VENV)/.installed
+	$(BIN)/pybabel -q compile -d $(TRANSLATIONS)
+
+## Extract every marked string into messages.pot and merge it into the Ukrainian and Russian catalogs.
+translations: $(VENV)/.installed
+	$(BIN)/pybabel -q extract -F babel.cfg -k _l -k N_ -c TRANSLATORS: --add-location=file --no-wrap --sort-by-file \
+		--project=Checkout --copyright-holder="The Checkout maintainers" -o $(TRANSLATIONS)/messages.pot checkout templates
+	$(BIN)/pybabel -q update --no-wrap --no-fuzzy-matching -i $(TRANSLATIONS)/messages.pot -d $(TRANSLATIONS)
 
 ## Bring the database schema up to date (migrations/).
 migrate: install

@@ -63,11 +63,13 @@ def create_app(config: Mapping[str, Any] | None = None, *, instance_path: str | 
 
     from checkout.eventlog import register_event_log
     from checkout.gateway.relay import register_webhook_relay
+    from checkout.i18n import register_i18n
     from checkout.limits import register_rate_limits
     from checkout.metrics import register_metrics
 
     register_webhook_relay(app)
     register_rate_limits(app)
+    register_i18n(app)
     register_metrics(app)
     register_event_log()
     register_blueprints(app)
@@ -102,9 +104,11 @@ def register_blueprints(app: Flask) -> None:
 
 def register_template_helpers(app: Flask) -> None:
     from checkout.shop import carts
+    from checkout.shop.labels import status_label
     from checkout.shop.money import format_money
 
     app.add_template_filter(format_money, "money")
+    app.add_template_filter(status_label, "status_label")
 
     @app.context_processor
     def _globals() -> dict[str, Any]:

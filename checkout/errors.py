@@ -9,6 +9,8 @@ import logging
 
 from flask import Flask, Response, render_template, request
 from flask.typing import ResponseReturnValue
+from flask_babel import gettext as _
+from flask_babel import lazy_gettext as _l
 from flask_wtf.csrf import CSRFError
 from sqlalchemy.exc import OperationalError
 from werkzeug.exceptions import HTTPException, InternalServerError
@@ -20,22 +22,22 @@ from checkout.problems import problem
 log = logging.getLogger(__name__)
 
 TITLES = {
-    400: "Bad request",
-    401: "Not signed in",
-    404: "Not found",
-    405: "Method not allowed",
-    413: "Too large",
-    415: "Unsupported media type",
-    429: "Too many requests",
-    500: "Something went wrong",
-    503: "Temporarily unavailable",
+    400: _l("Bad request"),
+    401: _l("Not signed in"),
+    404: _l("Not found"),
+    405: _l("Method not allowed"),
+    413: _l("Too large"),
+    415: _l("Unsupported media type"),
+    429: _l("Too many requests"),
+    500: _l("Something went wrong"),
+    503: _l("Temporarily unavailable"),
 }
 MESSAGES = {
-    400: "The request could not be read. Nothing was charged.",
-    404: "There is nothing here, or it belongs to someone else.",
-    405: "This address does not accept that kind of request.",
-    413: "The request body is larger than 64 KiB.",
-    429: "You sent too many requests in a short time. Wait a moment, then try again; nothing was charged twice.",
+    400: _l("The request could not be read. Nothing was charged."),
+    404: _l("There is nothing here, or it belongs to someone else."),
+    405: _l("This address does not accept that kind of request."),
+    413: _l("The request body is larger than 64 KiB."),
+    429: _l("You sent too many requests in a short time. Wait a moment, then try again; nothing was charged twice."),
 }
 
 
@@ -51,6 +53,7 @@ def _rollback() -> None:
 
 
 def _render(status: int, title: str, message: str, headers: dict[str, str] | None = None) -> ResponseReturnValue:
+    title, message = str(title), str(message)  # lazy translations, resolved in this request's language
     if _wants_problem():
         return problem(status, title, message, headers=headers)
     page = render_template("errors/error.html", title=title, message=message)
@@ -61,7 +64,7 @@ def register_error_handlers(app: Flask) -> None:
     @app.errorhandler(CSRFError)
     def csrf_error(error: CSRFError) -> ResponseReturnValue:
         _rollback()
-        return _render(400, "This form has expired", "Reload the page and submit it again. Nothing was charged.")
+        return _render(400, _("This form has expired"), _("Reload the page and submit it again. Nothing was charged."))
 
     @app.errorhandler(HTTPException)
     def http_error(error: HTTPException) -> ResponseReturnValue:
@@ -82,8 +85,8 @@ def register_error_handlers(app: Flask) -> None:
         log.error("database unavailable: %s", error.__class__.__name__)
         return _render(
             503,
-            "Temporarily unavailable",
-            "We cannot reach our database right now. Nothing was charged twice; please try again in a moment.",
+            _("Temporarily unavailable"),
+            _("We cannot reach our database right now. Nothing was charged twice; please try again in a moment."),
             {"Retry-After": "5"},
         )
 

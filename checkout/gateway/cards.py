@@ -39,13 +39,18 @@ class Behaviour(enum.Enum):
     VERY_SLOW = "very slow"  # long enough to kill the worker by hand (exercise 5)
 
 
+def N_(text: str) -> str:  # noqa: N802 (gettext's conventional name for a no-op marker)
+    """Marks a description for translation (extracted by pybabel); whoever shows it translates it."""
+    return text
+
+
 TEST_CARDS: dict[str, tuple[Behaviour, str]] = {
-    "4242424242424242": (Behaviour.SUCCEEDS, "succeeds"),
-    "4000000000000002": (Behaviour.DECLINED, "declined (402, final)"),
-    "4000000000000119": (Behaviour.UNAVAILABLE_ONCE, "gateway unavailable on the first try, then succeeds"),
-    "4000000000000259": (Behaviour.ANSWER_LOST_ONCE, "charges, but the answer is lost on the first try"),
-    "4000000000000077": (Behaviour.SLOW, "slow: the gateway takes a few seconds"),
-    "4000000000000093": (Behaviour.VERY_SLOW, "very slow: the gateway takes 20 seconds (exercise 5)"),
+    "4242424242424242": (Behaviour.SUCCEEDS, N_("succeeds")),
+    "4000000000000002": (Behaviour.DECLINED, N_("declined (402, final)")),
+    "4000000000000119": (Behaviour.UNAVAILABLE_ONCE, N_("gateway unavailable on the first try, then succeeds")),
+    "4000000000000259": (Behaviour.ANSWER_LOST_ONCE, N_("charges, but the answer is lost on the first try")),
+    "4000000000000077": (Behaviour.SLOW, N_("slow: the gateway takes a few seconds")),
+    "4000000000000093": (Behaviour.VERY_SLOW, N_("very slow: the gateway takes 20 seconds (exercise 5)")),
 }
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from flask import Blueprint, abort, current_app, redirect, render_template, url_for
 from flask.typing import ResponseReturnValue
+from flask_babel import gettext as _
 
 from checkout.extensions import db
 from checkout.gateway.cards import TEST_CARDS, pretty
@@ -169,8 +170,8 @@ def pay() -> ResponseReturnValue:
     except InvalidKey:
         return render_template(
             "errors/error.html",
-            title="This form is missing its payment key",
-            message="Reload the checkout page and try again; nothing was charged.",
+            title=_("This form is missing its payment key"),
+            message=_("Reload the checkout page and try again; nothing was charged."),
         ), 400
     if not form.validate():
         # The errors are shown beside the fields; the key stays, so fixing them is still the same payment.
@@ -233,37 +234,43 @@ def _answer(outcome: Outcome, form: CheckoutForm, scope: Scope) -> ResponseRetur
         if told.outcome == "in_progress" and told.key:
             return render_template("shop/processing.html", key=told.key), 202
         if told.outcome == "out_of_date":
-            return _out_of_date(told.reason)
+            return _out_of_date(_(told.reason) if told.reason else None)  # stored in English, shown translated
         if told.outcome == "out_of_stock":
-            names = ", ".join(_names_of(told.skus or []))
+            names = ", ".join(_(name) for name in _names_of(told.skus or []))
             return _rerender(
                 form,
                 422,
-                f"Sorry: {names} sold out while you were paying. Nothing was charged. "
-                "Remove it from your cart to pay for the rest.",
+                _(
+                    "Sorry: %(names)s sold out while you were paying. Nothing was charged. "
+                    "Remove it from your cart to pay for the rest.",
+                    names=names,
+                ),
             )
         # Declined, or abandoned and ended by reconcile: final under this key. The cart moved to a
         # new version in the same transaction, so the page offers another try with a new key.
         if told.outcome == "abandoned":
-            message = "That payment was never completed, and nothing was charged. Please pay again."
+            message = _("That payment was never completed, and nothing was charged. Please pay again.")
         else:
-            message = "Your card was declined. Nothing was charged; try another card."
+            message = _("Your card was declined. Nothing was charged; try another card.")
         return _rerender(form, 402, message)
     if isinstance(outcome, InProgress):
         return render_template("shop/processing.html", key=scope.key), 202
     if isinstance(outcome, Mismatch):
         return render_template(
             "errors/error.html",
-            title="This payment was already started with other details",
-            message="The same payment form was submitted before with a different email or card. "
-            "Nothing new was charged. Reload the checkout page to pay for your cart.",
+            title=_("This payment was already started with other details"),
+            message=_(
+                "The same payment form was submitted before with a different email or card. "
+                "Nothing new was charged. Reload the checkout page to pay for your cart."
+            ),
         ), 422
     if isinstance(outcome, Unfinished):
         lines = _lines_of_order(outcome.reference)
         page = Page(lines, scope.key, _int(form.cart_version.data) or 0)
-        message = (
-            f"We could not confirm your payment yet: {outcome.reason}. Press Pay to try again; "
-            "it finishes this same payment and never charges twice."
+        message = _(
+            "We could not confirm your payment yet: %(reason)s. Press Pay to try again; "
+            "it finishes this same payment and never charges twice.",
+            reason=_(outcome.reason),
         )
         return _render(form, page, 503, error=message)
     raise AssertionError(f"unknown outcome {outcome!r}")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from flask_babel import gettext as _
+
 from checkout.mail.models import ORDER_CONFIRMATION, REFUND_RECEIPT
 from checkout.mail.outbox import enqueue
 from checkout.shop.money import format_money
@@ -10,15 +12,21 @@ from checkout.shop.orders import OrderView
 
 def order_confirmation(order: OrderView) -> None:
     lines = "\n".join(
-        f"  {line.quantity} x {line.name}  {format_money(line.total_cents, order.currency)}" for line in order.items
+        f"  {line.quantity} x {_(line.name)}  {format_money(line.total_cents, order.currency)}" for line in order.items
     )
     enqueue(
         ORDER_CONFIRMATION,
         order.public_id,
         order.email,
-        f"Your order {order.public_id} is paid",
-        f"Thank you for your order {order.public_id}.\n\n{lines}\n\n"
-        f"Total charged, once: {format_money(order.total_cents, order.currency)} (charge {order.charge_id}).\n",
+        _("Your order %(order)s is paid", order=order.public_id),
+        _("Thank you for your order %(order)s.", order=order.public_id)
+        + f"\n\n{lines}\n\n"
+        + _(
+            "Total charged, once: %(total)s (charge %(charge)s).",
+            total=format_money(order.total_cents, order.currency),
+            charge=order.charge_id,
+        )
+        + "\n",
     )
 
 
@@ -27,6 +35,12 @@ def refund_receipt(refund_id: str, amount_cents: int, currency: str, order: Orde
         REFUND_RECEIPT,
         refund_id,
         order.email,
-        f"Refund {refund_id} for order {order.public_id}",
-        f"We refunded {format_money(amount_cents, currency)} of your order {order.public_id} (refund {refund_id}).\n",
+        _("Refund %(refund)s for order %(order)s", refund=refund_id, order=order.public_id),
+        _(
+            "We refunded %(amount)s of your order %(order)s (refund %(refund)s).",
+            amount=format_money(amount_cents, currency),
+            order=order.public_id,
+            refund=refund_id,
+        )
+        + "\n",
     )

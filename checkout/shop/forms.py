@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from flask_babel import lazy_gettext as _l
 from flask_wtf import FlaskForm
 from wtforms import EmailField, Field, HiddenField, StringField, SubmitField
 from wtforms.validators import DataRequired, ValidationError
@@ -13,24 +14,24 @@ from wtforms.validators import DataRequired, ValidationError
 from checkout.shop import parsing
 
 
-def parsed_by(parse: Callable[[object], Any], message: str) -> Callable[[Any, Field], None]:
+def parsed_by(parse: Callable[[object], Any], message: Any) -> Callable[[Any, Field], None]:
     """A WTForms validator that runs one of the API's parsers, so a form accepts exactly what the API does."""
 
     def check(_form: Any, field: Field) -> None:
         try:
             parse(field.data)
         except parsing.Invalid:
-            raise ValidationError(message) from None
+            raise ValidationError(str(message)) from None  # a lazy translation, in this request's language
 
     return check
 
 
 class AddToCartForm(FlaskForm):  # type: ignore[misc]  # Flask-WTF ships no type information
-    sku = HiddenField(validators=[DataRequired(), parsed_by(parsing.sku, "That is not a product.")])
+    sku = HiddenField(validators=[DataRequired(), parsed_by(parsing.sku, _l("That is not a product."))])
     quantity = StringField(
-        "Quantity", default="1", validators=[parsed_by(parsing.quantity, "Choose a quantity from 1 to 99.")]
+        _l("Quantity"), default="1", validators=[parsed_by(parsing.quantity, _l("Choose a quantity from 1 to 99."))]
     )
-    submit = SubmitField("Add to cart")
+    submit = SubmitField(_l("Add to cart"))
 
 
 class EmptyForm(FlaskForm):  # type: ignore[misc]  # as above: FlaskForm is Any to mypy
@@ -41,13 +42,14 @@ class PaymentForm(FlaskForm):  # type: ignore[misc]  # as above: FlaskForm is An
     """What a shopper types to pay. The lab's unsafe checkout uses just this."""
 
     email = EmailField(
-        "Email", validators=[DataRequired("Enter your email."), parsed_by(parsing.email, "Enter a valid email.")]
+        _l("Email"),
+        validators=[DataRequired(_l("Enter your email.")), parsed_by(parsing.email, _l("Enter a valid email."))],
     )
     card_number = StringField(
-        "Card number",
+        _l("Card number"),
         validators=[
-            DataRequired("Enter a card number."),
-            parsed_by(parsing.card_number, "Enter a valid card number (try 4242 4242 4242 4242)."),
+            DataRequired(_l("Enter a card number.")),
+            parsed_by(parsing.card_number, _l("Enter a valid card number (try 4242 4242 4242 4242).")),
         ],
     )
 
@@ -72,8 +74,8 @@ class RefundForm(FlaskForm):  # type: ignore[misc]  # as above: FlaskForm is Any
     """Give money back for an order: the amount (empty: everything left), and the refund's own key."""
 
     amount = StringField(
-        "Amount to refund ($)",
-        validators=[parsed_by(parsing.amount_in_dollars, "Enter an amount like 14.00, or leave it empty.")],
+        _l("Amount to refund ($)"),
+        validators=[parsed_by(parsing.amount_in_dollars, _l("Enter an amount like 14.00, or leave it empty."))],
     )
     # One key per refund form: a double submit of this form refunds once.
     idempotency_key = HiddenField()

@@ -1,13 +1,14 @@
-"""Prices as money, from integer cents (never floats)."""
+"""Prices as money, from integer cents (never floats), written the way the page's language writes them."""
 
 from __future__ import annotations
 
-SYMBOLS = {"USD": "$", "EUR": "€", "GBP": "£"}
+from decimal import Decimal
+
+from babel.numbers import format_currency
+
+from checkout.i18n import current_language
 
 
 def format_money(cents: int, currency: str = "USD") -> str:
-    sign = "-" if cents < 0 else ""
-    whole, fraction = divmod(abs(cents), 100)
-    amount = f"{whole:,}.{fraction:02d}"
-    symbol = SYMBOLS.get(currency)
-    return f"{sign}{symbol}{amount}" if symbol else f"{sign}{amount} {currency}"
+    """$1,234.50 in English, 1 234,50 USD in Ukrainian, 1 234,50 $ in Russian (Babel's rules)."""
+    return format_currency(Decimal(cents) / 100, currency, locale=current_language())

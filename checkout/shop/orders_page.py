@@ -15,6 +15,7 @@ import uuid
 import sqlalchemy as sa
 from flask import Blueprint, abort, current_app, flash, redirect, render_template, session, url_for
 from flask.typing import ResponseReturnValue
+from flask_babel import gettext as _
 
 from checkout.extensions import db
 from checkout.idempotency import (
@@ -139,7 +140,7 @@ def refund(order_id: str) -> ResponseReturnValue:
     try:
         key = parse_key(form.idempotency_key.data)
     except InvalidKey:
-        return _render_order(order, 400, error="This refund form has no key: reload the page. Nothing was refunded.")
+        return _render_order(order, 400, error=_("This refund form has no key: reload the page. Nothing was refunded."))
     if not form.validate():
         return _render_order(order, 422, refund_form=form)
     amount = parsing.amount_in_dollars(form.amount.data)
@@ -164,7 +165,11 @@ def _refund_answer(outcome: Outcome, order: Order, form: RefundForm) -> Response
                 noted = session.get(REFUND_REPLAYED, [])
                 session[REFUND_REPLAYED] = [*noted, order.public_id][-REMEMBERED_REPLAYS:]
             flash(
-                f"Refunded {format_money(told['amount_cents'], order.currency)} (refund {told['refund_id']}).",
+                _(
+                    "Refunded %(amount)s (refund %(refund)s).",
+                    amount=format_money(told["amount_cents"], order.currency),
+                    refund=told["refund_id"],
+                ),
                 "success",
             )
             return redirect(url_for("orders.show", order_id=order.public_id), 303)
@@ -172,24 +177,29 @@ def _refund_answer(outcome: Outcome, order: Order, form: RefundForm) -> Response
         if told["outcome"] == "exceeds":
             left = format_money(told["left_cents"], order.currency)
             return _render_order(
-                fresh, 422, error=f"That is more than is left to refund ({left}). Nothing was refunded."
+                fresh, 422, error=_("That is more than is left to refund (%(left)s). Nothing was refunded.", left=left)
             )
-        return _render_order(fresh, 422, error="This order cannot be refunded. Nothing was refunded.")
+        return _render_order(fresh, 422, error=_("This order cannot be refunded. Nothing was refunded."))
     if isinstance(outcome, InProgress):
-        flash("Your refund is still being processed; this page shows it once it is done.", "info")
+        flash(_("Your refund is still being processed; this page shows it once it is done."), "info")
         return redirect(url_for("orders.show", order_id=order.public_id), 303)
     if isinstance(outcome, Mismatch):
         return _render_order(
             order,
             422,
-            error="This refund form was already sent with another amount. Nothing new "
-            "was refunded: reload the page to refund again.",
+            error=_(
+                "This refund form was already sent with another amount. Nothing new "
+                "was refunded: reload the page to refund again."
+            ),
         )
     assert isinstance(outcome, Unfinished)
     return _render_order(
         order,
         503,
         refund_form=form,
-        error=f"We could not confirm the refund yet: {outcome.reason}. "
-        "Press Refund again: it finishes this same refund and never refunds twice.",
+        error=_(
+            "We could not confirm the refund yet: %(reason)s. "
+            "Press Refund again: it finishes this same refund and never refunds twice.",
+            reason=_(outcome.reason),
+        ),
     )

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 
 from checkout.gateway import CardDeclined, Charge, Gateway, GatewayTimeout, GatewayUnavailable, KeyVoided
+from checkout.i18n import N_
 from checkout.idempotency import STARTED, Complete, MoveTo, Operation, Phase, Refuse, RetryLater, Step, StoredResponse
 from checkout.shop import carts, orders, stock
 from checkout.shop.lines import Line, total_of
@@ -124,11 +125,11 @@ class PlaceOrder:
             return priced.lines, priced.currency
         lines = carts.lines_of_version(cart.cart_id, cart.version)
         if lines is None:
-            raise Refuse(self.respond.out_of_date("Your cart changed after this page was shown."))
+            raise Refuse(self.respond.out_of_date(N_("Your cart changed after this page was shown.")))
         if not lines:
-            raise Refuse(self.respond.out_of_date("Your cart is empty."))
+            raise Refuse(self.respond.out_of_date(N_("Your cart is empty.")))
         if total_of(lines) != cart.expected_total_cents:
-            raise Refuse(self.respond.out_of_date("A price changed after this page was shown."))
+            raise Refuse(self.respond.out_of_date(N_("A price changed after this page was shown.")))
         return lines, carts.CURRENCY
 
     def create_order(self, operation: Operation, _nothing: None) -> Step:
@@ -185,13 +186,13 @@ class PlaceOrder:
             return GatewayAnswer("voided")
         except GatewayUnavailable as unavailable:
             raise RetryLater(
-                "the payment gateway is unavailable; nothing was charged",
+                N_("the payment gateway is unavailable; nothing was charged"),
                 event=PaymentEvent.GATEWAY_UNAVAILABLE,
                 order_id=order.public_id,
             ) from unavailable
         except GatewayTimeout as timeout:
             raise RetryLater(
-                "the payment gateway did not answer in time",
+                N_("the payment gateway did not answer in time"),
                 event=PaymentEvent.ANSWER_LOST,
                 order_id=order.public_id,
             ) from timeout

@@ -27,6 +27,7 @@ from checkout.database import table_of, utcnow
 from checkout.extensions import db
 from checkout.gateway import Gateway, GatewayTimeout, GatewayUnavailable
 from checkout.gateway import Refund as GatewayRefundAnswer
+from checkout.i18n import N_
 from checkout.idempotency import STARTED, Complete, MoveTo, Operation, Phase, Refuse, RetryLater, Step, StoredResponse
 from checkout.problems import json_bytes, problem
 from checkout.shop import emails, orders
@@ -257,13 +258,13 @@ def call_gateway(gateway: Gateway, refund: RefundView) -> GatewayRefundAnswer:
         )
     except GatewayUnavailable as unavailable:
         raise RetryLater(
-            "the payment gateway is unavailable; nothing was refunded",
+            N_("the payment gateway is unavailable; nothing was refunded"),
             event=RefundEvent.GATEWAY_UNAVAILABLE,
             refund_id=refund.public_id,
         ) from unavailable
     except GatewayTimeout as timeout:
         raise RetryLater(
-            "the payment gateway did not answer in time", event=RefundEvent.ANSWER_LOST, refund_id=refund.public_id
+            N_("the payment gateway did not answer in time"), event=RefundEvent.ANSWER_LOST, refund_id=refund.public_id
         ) from timeout
 
 

@@ -8,6 +8,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from checkout.i18n import N_
 from checkout.idempotency import StoredResponse
 from checkout.problems import json_bytes, problem
 from checkout.shop.orders import OrderView
@@ -132,7 +133,7 @@ class BrowserResponder:
         return BrowserOutcome("in_progress", order.public_id, key=order.idempotency_key).stored(202)
 
     def invalid(self, errors: dict[str, list[str]]) -> StoredResponse:
-        return BrowserOutcome("out_of_date", reason="Something in your cart is no longer sold.").stored(422)
+        return BrowserOutcome("out_of_date", reason=N_("Something in your cart is no longer sold.")).stored(422)
 
     def out_of_stock(self, skus: list[str]) -> StoredResponse:
         return BrowserOutcome("out_of_stock", skus=skus).stored(422)

@@ -6,22 +6,23 @@ import sqlalchemy as sa
 
 from checkout.database import insert_ignoring_conflicts, utcnow
 from checkout.extensions import db
+from checkout.i18n import N_
 from checkout.shop.models import Customer, Product, hash_token
 
 # Enough for the mass test and the benchmarks, run again and again; the last product has one.
 PLENTY = 100_000
 PRODUCTS = [
-    ("MUG-01", "Idempotent Mug", "Pour twice, fill once.", "☕️", 1400, PLENTY),
-    ("TEE-01", "Exactly-Once T-shirt", "Soft cotton, printed a single time.", "👕", 2400, PLENTY),
-    ("STK-01", "Retry Sticker Pack", "Ten stickers; sticking one twice is safe.", "🏷️", 500, PLENTY),
-    ("NOTE-01", "Ledger Notebook", "Append-only, dotted pages.", "📓", 1250, PLENTY),
-    ("HOOD-01", "Lease Hoodie", "Warm until it expires.", "🧥", 4800, PLENTY),
-    ("CAP-01", "UUIDv4 Cap", "One in 2^122 chance someone has the same.", "🧢", 1900, PLENTY),
-    ("POST-01", "Two Generals Poster", "A classic about lost answers.", "🖼️", 1600, PLENTY),
-    ("KEY-01", "Pay Keycap", "Press it as often as you like.", "⌨️", 900, PLENTY),
-    ("SOCK-01", "At-Most-Once Socks", "A pair, never two.", "🧦", 1100, PLENTY),
-    ("TOTE-01", "Recovery Point Tote", "Carries on from where you left off.", "👜", 1800, PLENTY),
-    ("LAST-01", "Last-One Lamp", "Only one was ever made: two tabs can race for it.", "💡", 3200, 1),
+    ("MUG-01", N_("Idempotent Mug"), N_("Pour twice, fill once."), "☕️", 1400, PLENTY),
+    ("TEE-01", N_("Exactly-Once T-shirt"), N_("Soft cotton, printed a single time."), "👕", 2400, PLENTY),
+    ("STK-01", N_("Retry Sticker Pack"), N_("Ten stickers; sticking one twice is safe."), "🏷️", 500, PLENTY),
+    ("NOTE-01", N_("Ledger Notebook"), N_("Append-only, dotted pages."), "📓", 1250, PLENTY),
+    ("HOOD-01", N_("Lease Hoodie"), N_("Warm until it expires."), "🧥", 4800, PLENTY),
+    ("CAP-01", N_("UUIDv4 Cap"), N_("One in 2^122 chance someone has the same."), "🧢", 1900, PLENTY),
+    ("POST-01", N_("Two Generals Poster"), N_("A classic about lost answers."), "🖼️", 1600, PLENTY),
+    ("KEY-01", N_("Pay Keycap"), N_("Press it as often as you like."), "⌨️", 900, PLENTY),
+    ("SOCK-01", N_("At-Most-Once Socks"), N_("A pair, never two."), "🧦", 1100, PLENTY),
+    ("TOTE-01", N_("Recovery Point Tote"), N_("Carries on from where you left off."), "👜", 1800, PLENTY),
+    ("LAST-01", N_("Last-One Lamp"), N_("Only one was ever made: two tabs can race for it."), "💡", 3200, 1),
 ]
 
 DEMO_CUSTOMERS = [("alice", "cus_demo_alice", "demo-alice-token"), ("bob", "cus_demo_bob", "demo-bob-token")]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from flask import Blueprint, flash, redirect, render_template, request, url_for
 from flask.typing import ResponseReturnValue
+from flask_babel import gettext as _
 
 from checkout.extensions import db
 from checkout.shop import carts, parsing
@@ -49,14 +50,14 @@ def add_item() -> ResponseReturnValue:
     form = AddToCartForm()
     if not form.validate():
         return render_template(
-            "errors/error.html", title="That could not be added", message="Choose a quantity from 1 to 99."
+            "errors/error.html", title=_("That could not be added"), message=_("Choose a quantity from 1 to 99.")
         ), 422
     name = carts.add(parsing.sku(form.sku.data), parsing.quantity(form.quantity.data))
     if name is None:
         return render_template(
-            "errors/error.html", title="No such product", message="That product is not in the catalog."
+            "errors/error.html", title=_("No such product"), message=_("That product is not in the catalog.")
         ), 404
-    flash(f"Added {name} to your cart.", "success")
+    flash(_("Added %(name)s to your cart.", name=_(name)), "success")
     return redirect(url_for("shop.catalog"), 303)
 
 
@@ -66,7 +67,7 @@ def remove_item(sku: str) -> ResponseReturnValue:
         carts.remove(parsing.sku(sku))
     except parsing.Invalid:
         return render_template(
-            "errors/error.html", title="No such product", message="That product is not in your cart."
+            "errors/error.html", title=_("No such product"), message=_("That product is not in your cart.")
         ), 404
-    flash("Removed from your cart.", "info")
+    flash(_("Removed from your cart."), "info")
     return redirect(url_for("shop.cart"), 303)

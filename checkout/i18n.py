@@ -1,0 +1,87 @@
+"""Languages: English, Ukrainian and Russian for every page (Flask-Babel); the JSON API stays English.
+
+The language of a page comes from, in this order:
+
+1. ``?lang=en|uk|ru``, which the header's switcher links carry, and which is
+   remembered in the session for the pages that follow;
+2. the language remembered in the session (the switcher's last choice);
+3. the browser's ``Accept-Language``;
+4. English.
+
+The JSON API, the webhook receiver, the metrics and the OpenAPI document
+answer in English whatever is asked: their words are part of the contract
+(problem types are identifiers, field errors are read by programs).
+Money (checkout/shop/money.py) and dates are formatted for the language
+(Babel); the currency stays the order's own (USD).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from urllib.parse import urlencode
+
+from babel.dates import format_datetime
+from flask import Flask, has_request_context, request, session
+from flask_babel import Babel, get_locale
+
+LANGUAGES = {"en": "English", "uk": "Українська", "ru": "Русский"}
+DEFAULT = "en"
+SESSION_KEY = "lang"
+# Answers read by programs, not people: always English.
+ENGLISH_ONLY_PREFIXES = ("/api/", "/webhooks/", "/metrics")
+
+
+def N_(text: str) -> str:  # noqa: N802 (gettext's conventional name for a no-op marker)
+    """Marks a string for translation without translating it now (pybabel extracts ``N_``): data such as
+    the seeded products, translated where it is shown (``_(product.name)`` in a template)."""
+    return text
+
+
+def _asked() -> str | None:
+    asked = request.args.get("lang", "").strip().lower()
+    return asked if asked in LANGUAGES else None
+
+
+def select_locale() -> str:
+    if not has_request_context():
+        return DEFAULT
+    if request.path.startswith(ENGLISH_ONLY_PREFIXES):
+        return DEFAULT
+    chosen = _asked() or session.get(SESSION_KEY)
+    if chosen in LANGUAGES:
+        return str(chosen)
+    return request.accept_languages.best_match(list(LANGUAGES), default=DEFAULT)
+
+
+def current_language() -> str:
+    locale = get_locale() if has_request_context() else None
+    return locale.language if locale is not None and locale.language in LANGUAGES else DEFAULT
+
+
+def format_when(moment: datetime) -> str:
+    """A moment in the page's language, in UTC (the shop keeps every time in UTC)."""
+    return format_datetime(moment.astimezone(UTC), "medium", tzinfo=UTC, locale=current_language()) + " UTC"
+
+
+def language_url(code: str) -> str:
+    """This page in another language (the switcher's links): the same path and query, with ``lang``."""
+    args = {name: value for name, value in request.args.items() if name != "lang"}
+    args["lang"] = code
+    return f"{request.path}?{urlencode(args)}"
+
+
+def register_i18n(app: Flask) -> None:
+    app.config.setdefault("BABEL_DEFAULT_LOCALE", DEFAULT)
+    app.config.setdefault("BABEL_TRANSLATION_DIRECTORIES", "translations")  # checkout/translations
+    Babel(app, locale_selector=select_locale)
+    app.add_template_filter(format_when, "when")
+
+    @app.before_request
+    def _remember_the_asked_language() -> None:
+        asked = _asked()
+        if asked and session.get(SESSION_KEY) != asked and not request.path.startswith(ENGLISH_ONLY_PREFIXES):
+            session[SESSION_KEY] = asked
+
+    @app.context_processor
+    def _language() -> dict[str, object]:
+        return {"languages": LANGUAGES, "current_language": current_language(), "language_url": language_url}

@@ -1,0 +1,54 @@
+"""Which language a page is in: ?lang (remembered), then the remembered choice, then Accept-Language; the API
+stays English."""
+
+from __future__ import annotations
+
+import re
+
+from flask.testing import FlaskClient
+
+from tests.helpers import ALICE, post_order
+
+
+def lang_of(html: str) -> str:
+    found = re.search(r'<html lang="([a-z]+)"', html)
+    assert found is not None
+    return found.group(1)
+
+
+def test_a_page_is_english_by_default(client: FlaskClient) -> None:
+    assert lang_of(client.get("/").get_data(as_text=True)) == "en"
+
+
+def test_accept_language_chooses_the_language(client: FlaskClient) -> None:
+    page = client.get("/", headers={"Accept-Language": "uk-UA,uk;q=0.9,en;q=0.5"}).get_data(as_text=True)
+    assert lang_of(page) == "uk"
+    assert lang_of(client.get("/", headers={"Accept-Language": "ru"}).get_data(as_text=True)) == "ru"
+    assert lang_of(client.get("/", headers={"Accept-Language": "de, fr;q=0.8"}).get_data(as_text=True)) == "en"
+
+
+def test_lang_in_the_address_wins_over_accept_language_and_is_remembered(client: FlaskClient) -> None:
+    assert lang_of(client.get("/?lang=uk", headers={"Accept-Language": "ru"}).get_data(as_text=True)) == "uk"
+    assert lang_of(client.get("/cart", headers={"Accept-Language": "ru"}).get_data(as_text=True)) == "uk"
+    assert lang_of(client.get("/orders?lang=en").get_data(as_text=True)) == "en"
+    assert lang_of(client.get("/").get_data(as_text=True)) == "en"
+
+
+def test_an_unknown_lang_is_ignored(client: FlaskClient) -> None:
+    assert lang_of(client.get("/?lang=xx", headers={"Accept-Language": "ru"}).get_data(as_text=True)) == "ru"
+
+
+def test_the_switcher_links_to_this_page_in_each_other_language(client: FlaskClient) -> None:
+    page = client.get("/cart?lang=ru").get_data(as_text=True)
+    switcher = page[page.index('data-testid="language-switcher"') :]
+    switcher = switcher[: switcher.index("</nav>")]
+    assert 'href="/cart?lang=en"' in switcher and 'href="/cart?lang=uk"' in switcher
+    assert 'aria-current="true" lang="ru"' in switcher and "/cart?lang=ru" not in switcher
+
+
+def test_the_json_api_stays_english_whatever_is_asked(client: FlaskClient) -> None:
+    headers = {**ALICE, "Accept-Language": "uk"}
+    response = client.post("/api/orders?lang=uk", json={"items": []}, headers={**headers, "Idempotency-Key": "k" * 16})
+    assert response.status_code == 422 and response.get_json()["title"] == "Invalid order"
+    assert post_order(client, None, headers={"Accept-Language": "ru"}).get_json()["title"] == "Invalid Idempotency-Key"
+    assert client.get("/api/nope", headers={"Accept-Language": "uk"}).get_json()["title"] == "Not found"
