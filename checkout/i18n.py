@@ -22,7 +22,7 @@ from urllib.parse import urlencode
 
 from babel.dates import format_datetime
 from flask import Flask, has_request_context, request, session
-from flask_babel import Babel, get_locale
+from flask_babel import Babel, get_locale, gettext
 
 LANGUAGES = {"en": "English", "uk": "Українська", "ru": "Русский"}
 DEFAULT = "en"
@@ -63,6 +63,15 @@ def format_when(moment: datetime) -> str:
     return format_datetime(moment.astimezone(UTC), "medium", tzinfo=UTC, locale=current_language()) + " UTC"
 
 
+def translated(text: str) -> str:
+    """Data marked with ``N_`` (a product's name, a test card, a concept), in the page's language.
+
+    A template's ``_()`` marks its result safe HTML, as it should for the template's own words;
+    data goes through this filter instead (``{{ product.name|t }}``) and is escaped like any value.
+    """
+    return str(gettext(text)) if text else text
+
+
 def language_url(code: str) -> str:
     """This page in another language (the switcher's links): the same path and query, with ``lang``."""
     args = {name: value for name, value in request.args.items() if name != "lang"}
@@ -75,6 +84,7 @@ def register_i18n(app: Flask) -> None:
     app.config.setdefault("BABEL_TRANSLATION_DIRECTORIES", "translations")  # checkout/translations
     Babel(app, locale_selector=select_locale)
     app.add_template_filter(format_when, "when")
+    app.add_template_filter(translated, "t")
 
     @app.before_request
     def _remember_the_asked_language() -> None:

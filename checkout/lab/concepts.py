@@ -4,12 +4,16 @@
 same in fewer words; tests/test_concepts.py checks that every file, function,
 page, exercise, command and test named here exists.
 
-Text in `backticks` is shown as code.
+Text in `backticks` is shown as code. The words are marked with ``N_`` and
+translated where they are shown (the page's ``|t`` filter); code, paths and test
+names are not words.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from checkout.i18n import N_
 
 
 @dataclass(frozen=True)
@@ -43,45 +47,53 @@ class Concept:
 
 # The pages a concept may point to, with the name a link shows.
 PAGES = {
-    "lab.index": "The lab",
-    "lab.exercises": "The exercises",
-    "unsafe.show": "The unsafe checkout",
-    "shop.catalog": "The shop",
-    "shop.cart": "Your cart",
+    "lab.index": N_("The lab"),
+    "lab.exercises": N_("The exercises"),
+    "unsafe.show": N_("The unsafe checkout"),
+    "shop.catalog": N_("The shop"),
+    "shop.cart": N_("Your cart"),
 }
 
 
 CONCEPTS = (
     Concept(
         "idempotent",
-        "f(f(x)) = f(x): what “idempotent” means",
+        N_("f(f(x)) = f(x): what “idempotent” means"),
         (
-            "An operation is idempotent when doing it twice leaves things as doing it once did: f(f(x)) = f(x).",
-            "Paying is not idempotent by nature: every run creates an order and a charge.",
-            "The shop makes `POST /checkout` and `POST /api/orders` idempotent per key: the first request with a "
-            "key does the work, and every later request with that key gets that outcome (or waits for it) instead "
-            "of doing the work again.",
-            "A key counts for one customer on one endpoint only, so two customers who pick the same key get two "
-            "unrelated orders.",
+            N_("An operation is idempotent when doing it twice leaves things as doing it once did: f(f(x)) = f(x)."),
+            N_("Paying is not idempotent by nature: every run creates an order and a charge."),
+            N_(
+                "The shop makes `POST /checkout` and `POST /api/orders` idempotent per key: the first request with a "
+                "key does the work, and every later request with that key gets that outcome (or waits for it) instead "
+                "of doing the work again."
+            ),
+            N_(
+                "A key counts for one customer on one endpoint only, so two customers who pick the same key get two "
+                "unrelated orders."
+            ),
         ),
         (
             InApp(
-                "checkout/idempotency/engine.py", "run", "runs an operation at most once per (customer, endpoint, key)"
+                "checkout/idempotency/engine.py",
+                "run",
+                N_("runs an operation at most once per (customer, endpoint, key)"),
             ),
-            InApp("checkout/idempotency/types.py", "Scope", "what a key belongs to: a customer and an endpoint"),
+            InApp("checkout/idempotency/types.py", "Scope", N_("what a key belongs to: a customer and an endpoint")),
             InApp(
                 "checkout/shop/api.py",
                 "create_order",
-                "`POST /api/orders`: the key comes in the `Idempotency-Key` header",
+                N_("`POST /api/orders`: the key comes in the `Idempotency-Key` header"),
             ),
             InApp(
-                "checkout/shop/checkout_page.py", "pay", "`POST /checkout`: the key comes in the form’s hidden field"
+                "checkout/shop/checkout_page.py",
+                "pay",
+                N_("`POST /checkout`: the key comes in the form’s hidden field"),
             ),
         ),
         (
-            InLab("double-click Pay: one order, one charge", exercise="double-click"),
+            InLab(N_("double-click Pay: one order, one charge"), exercise="double-click"),
             InLab(
-                "one record per key; the “replays” counter counts requests answered from a stored outcome",
+                N_("one record per key; the “replays” counter counts requests answered from a stored outcome"),
                 page="lab.index",
             ),
         ),
@@ -94,35 +106,47 @@ CONCEPTS = (
     ),
     Concept(
         "http-methods",
-        "Which HTTP methods are idempotent, and why POST needs a key",
+        N_("Which HTTP methods are idempotent, and why POST needs a key"),
         (
-            "HTTP defines GET, HEAD, OPTIONS and TRACE as safe (they ask, and change nothing) and PUT and DELETE "
-            "as idempotent (they set or remove a resource, so a repeat changes nothing more); every safe method "
-            "is idempotent too.",
-            "That is why a browser, a proxy or a client may repeat them on its own after a failure.",
-            "POST is not idempotent: each POST may create something new, so nobody may repeat it blindly.",
-            "The `Idempotency-Key` header is how a client asks for it anyway: the same key on every attempt says "
-            "“this is the same request”, and the shop refuses a `POST /api/orders` without one (400).",
-            "Idempotent does not mean read-only: `GET /checkout` writes the cart version’s key the first time and "
-            "reads it ever after, and removing a cart line (a POST, because HTML forms send only GET and POST) "
-            "changes nothing the second time.",
+            N_(
+                "HTTP defines GET, HEAD, OPTIONS and TRACE as safe (they ask, and change nothing) and PUT and DELETE "
+                "as idempotent (they set or remove a resource, so a repeat changes nothing more); every safe method "
+                "is idempotent too."
+            ),
+            N_("That is why a browser, a proxy or a client may repeat them on its own after a failure."),
+            N_("POST is not idempotent: each POST may create something new, so nobody may repeat it blindly."),
+            N_(
+                "The `Idempotency-Key` header is how a client asks for it anyway: the same key on every attempt says "
+                "“this is the same request”, and the shop refuses a `POST /api/orders` without one (400)."
+            ),
+            N_(
+                "Idempotent does not mean read-only: `GET /checkout` writes the cart version’s key the first time and "
+                "reads it ever after, and removing a cart line (a POST, because HTML forms send only GET and POST) "
+                "changes nothing the second time."
+            ),
         ),
         (
             InApp(
                 "checkout/idempotency/keys.py",
                 "parse_key",
-                "the header: 16 to 255 visible ASCII characters, quoted or not; none, or more than one, is refused",
+                N_("the header: 16 to 255 visible ASCII characters, quoted or not; none, or more than one, is refused"),
             ),
-            InApp("checkout/shop/api.py", "create_order", "400 `invalid-idempotency-key` before the body is even read"),
-            InApp("checkout/shop/carts.py", "key_for", "`GET /checkout`: the version’s key, inserted once, then read"),
             InApp(
-                "checkout/shop/carts.py", "remove", "a removal that finds no line changes nothing, not even the version"
+                "checkout/shop/api.py", "create_order", N_("400 `invalid-idempotency-key` before the body is even read")
+            ),
+            InApp(
+                "checkout/shop/carts.py", "key_for", N_("`GET /checkout`: the version’s key, inserted once, then read")
+            ),
+            InApp(
+                "checkout/shop/carts.py",
+                "remove",
+                N_("a removal that finds no line changes nothing, not even the version"),
             ),
         ),
         (
-            InLab("the same payment as a POST with no key: each submit is a new payment", page="unsafe.show"),
+            InLab(N_("the same payment as a POST with no key: each submit is a new payment"), page="unsafe.show"),
             InLab(
-                "the retry client: one `Idempotency-Key` on every attempt of its POST",
+                N_("the retry client: one `Idempotency-Key` on every attempt of its POST"),
                 command='.venv/bin/python -m checkout.client --card "4000 0000 0000 0119"',
             ),
         ),
@@ -136,51 +160,64 @@ CONCEPTS = (
     ),
     Concept(
         "at-least-once",
-        "At-least-once delivery, exactly-once effect",
+        N_("At-least-once delivery, exactly-once effect"),
         (
-            "A payment can arrive more than once: the shopper double-clicks, a phone retries after a timeout, a "
-            "browser or a proxy resends, a client retries a 503.",
-            "No network can promise exactly-once delivery, because a sender cannot tell a lost request from a "
-            "lost answer, so it must send again.",
-            "The shop accepts at-least-once delivery and makes the effect happen exactly once: one order and one "
-            "charge per key, however many copies arrive.",
-            "The client’s part is to keep its key: made once, before the first attempt, and sent with every "
-            "retry; a new key per retry makes every retry a new payment.",
+            N_(
+                "A payment can arrive more than once: the shopper double-clicks, a phone retries after a timeout, a "
+                "browser or a proxy resends, a client retries a 503."
+            ),
+            N_(
+                "No network can promise exactly-once delivery, because a sender cannot tell a lost request from a "
+                "lost answer, so it must send again."
+            ),
+            N_(
+                "The shop accepts at-least-once delivery and makes the effect happen exactly once: one order and one "
+                "charge per key, however many copies arrive."
+            ),
+            N_(
+                "The client’s part is to keep its key: made once, before the first attempt, and sent with every "
+                "retry; a new key per retry makes every retry a new payment."
+            ),
         ),
         (
             InApp(
                 "checkout/client.py",
                 "place_order",
-                "makes the key before the first attempt, then retries with the same key and the same body",
+                N_("makes the key before the first attempt, then retries with the same key and the same body"),
             ),
             InApp(
                 "checkout/idempotency/engine.py",
                 "_claim",
-                "one `INSERT … ON CONFLICT DO NOTHING`: of all the copies, exactly one claims the key",
+                N_("one `INSERT … ON CONFLICT DO NOTHING`: of all the copies, exactly one claims the key"),
             ),
             InApp(
-                "checkout/shop/models.py", "Order", "unique on (customer, idempotency key) and on (cart, cart version)"
+                "checkout/shop/models.py",
+                "Order",
+                N_("unique on (customer, idempotency key) and on (cart, cart version)"),
             ),
             InApp(
                 "checkout/gateway/client.py",
                 "Gateway.charge",
-                "charges once per gateway key; a repeat gets the first charge",
+                N_("charges once per gateway key; a repeat gets the first charge"),
             ),
             InApp(
                 "static/checkout.js",
                 None,
-                "disables Pay after the first click: kinder, but the server does not rely on it",
+                N_("disables Pay after the first click: kinder, but the server does not rely on it"),
             ),
         ),
         (
-            InLab("double-click Pay on the safe checkout", exercise="double-click"),
-            InLab("the same double-click with no key: two orders, two charges", exercise="unsafe"),
+            InLab(N_("double-click Pay on the safe checkout"), exercise="double-click"),
+            InLab(N_("the same double-click with no key: two orders, two charges"), exercise="unsafe"),
             InLab(
-                "a new key per retry: a charge per retry",
+                N_("a new key per retry: a charge per retry"),
                 command='.venv/bin/python -m checkout.client --card "4000 0000 0000 0259" --wrong-way',
             ),
             InLab(
-                "1000 payments through faults and dropped answers, against a running shop: the money charged is exact",
+                N_(
+                    "1000 payments through faults and dropped answers, against a running shop: the money charged is "
+                    "exact"
+                ),
                 command="make mass",
             ),
         ),
@@ -194,43 +231,51 @@ CONCEPTS = (
     ),
     Concept(
         "same-effect",
-        "The same effect, not always the same response",
+        N_("The same effect, not always the same response"),
         (
-            "Idempotency promises the effect once, not the same answer every time.",
-            "A retry of a finished request gets the stored response byte for byte, with `Idempotent-Replayed: true` "
-            "added; a retry that arrives while the first is still running gets 409 with `Retry-After` (the API) "
-            "or waits for it and then shows the order (the browser; past its wait, a page that checks by itself).",
-            "A retry after a 503 (the gateway down, or its answer lost) gets the 201 the first attempt could not "
-            "give, because a 503 is never stored as the outcome.",
-            "What happens once is the order and the charge.",
+            N_("Idempotency promises the effect once, not the same answer every time."),
+            N_(
+                "A retry of a finished request gets the stored response byte for byte, with `Idempotent-Replayed: "
+                "true` "
+                "added; a retry that arrives while the first is still running gets 409 with `Retry-After` (the API) "
+                "or waits for it and then shows the order (the browser; past its wait, a page that checks by itself)."
+            ),
+            N_(
+                "A retry after a 503 (the gateway down, or its answer lost) gets the 201 the first attempt could not "
+                "give, because a 503 is never stored as the outcome."
+            ),
+            N_("What happens once is the order and the charge."),
         ),
         (
             InApp(
                 "checkout/shop/api.py",
                 "answer",
-                "the stored response as it was, plus `Idempotent-Replayed: true` on a replay; 409 while in progress; "
-                "503 while the outcome is unknown",
+                N_(
+                    "the stored response as it was, plus `Idempotent-Replayed: true` on a replay; 409 while in "
+                    "progress; "
+                    "503 while the outcome is unknown"
+                ),
             ),
             InApp(
                 "checkout/idempotency/engine.py",
                 "_answer_existing",
-                "a completed record is replayed; a live lease is “in progress”; a free lease is taken over",
+                N_("a completed record is replayed; a live lease is “in progress”; a free lease is taken over"),
             ),
             InApp(
                 "checkout/idempotency/operation.py",
                 "Operation._store",
-                "status, headers and body, stored with the record",
+                N_("status, headers and body, stored with the record"),
             ),
             InApp(
                 "checkout/shop/checkout_page.py",
                 "_answer",
-                "the browser: a 303 to the same order, whose page says it was already placed and charged once",
+                N_("the browser: a 303 to the same order, whose page says it was already placed and charged once"),
             ),
         ),
         (
-            InLab("a 503 first, then the paid order; one charge", exercise="lost-answer"),
-            InLab("the second tab waits, then shows the same order", exercise="racing-tabs"),
-            InLab("a key’s timeline shows `replayed`, `conflict` and `resumed`", page="lab.index"),
+            InLab(N_("a 503 first, then the paid order; one charge"), exercise="lost-answer"),
+            InLab(N_("the second tab waits, then shows the same order"), exercise="racing-tabs"),
+            InLab(N_("a key’s timeline shows `replayed`, `conflict` and `resumed`"), page="lab.index"),
         ),
         (
             "tests/test_api_orders.py::test_replay_returns_the_stored_status_and_byte_identical_body",
@@ -243,37 +288,52 @@ CONCEPTS = (
     ),
     Concept(
         "set-versus-increment",
-        "Set versus increment: the cart and the payment",
+        N_("Set versus increment: the cart and the payment"),
         (
-            "“Add to cart” in this shop is an increment: pressing it twice adds two, because each press adds its "
-            "quantity to the line.",
-            "“Pay for cart version N” is a set: however often Pay is pressed, version N is paid once, because the "
-            "version’s key is made once and orders are unique on (cart, version).",
-            "The shop accepts the increment for the cart because its result is visible (the cart badge, the cart "
-            "page and the checkout all show the quantity before anything is paid) and reversible (Remove).",
-            "A charge is neither: it moves money at once, and only a refund takes it back, so paying must be a set.",
+            N_(
+                "“Add to cart” in this shop is an increment: pressing it twice adds two, because each press adds its "
+                "quantity to the line."
+            ),
+            N_(
+                "“Pay for cart version N” is a set: however often Pay is pressed, version N is paid once, because the "
+                "version’s key is made once and orders are unique on (cart, version)."
+            ),
+            N_(
+                "The shop accepts the increment for the cart because its result is visible (the cart badge, the cart "
+                "page and the checkout all show the quantity before anything is paid) and reversible (Remove)."
+            ),
+            N_(
+                "A charge is neither: it moves money at once, and only a refund takes it back, so paying must be a set."
+            ),
         ),
         (
             InApp(
                 "checkout/shop/carts.py",
                 "add",
-                "the increment: `ON CONFLICT DO UPDATE` adds the quantity to the line (at most 99), and the cart "
-                "moves to a new version",
+                N_(
+                    "the increment: `ON CONFLICT DO UPDATE` adds the quantity to the line (at most 99), and the cart "
+                    "moves to a new version"
+                ),
             ),
-            InApp("checkout/shop/carts.py", "remove", "the undo, whatever the number of presses: the line is deleted"),
-            InApp("checkout/shop/carts.py", "key_for", "one key per cart version, made once in the database"),
-            InApp("checkout/shop/models.py", "Order", "unique on (cart_id, cart_version): one order per version"),
+            InApp(
+                "checkout/shop/carts.py", "remove", N_("the undo, whatever the number of presses: the line is deleted")
+            ),
+            InApp("checkout/shop/carts.py", "key_for", N_("one key per cart version, made once in the database")),
+            InApp("checkout/shop/models.py", "Order", N_("unique on (cart_id, cart_version): one order per version")),
             InApp(
                 "checkout/shop/placement.py",
                 "PlaceOrder._lines",
-                "pays for the version the form showed at the total it showed; a cart changed since is “out of date” "
-                "and nothing is charged",
+                N_(
+                    "pays for the version the form showed at the total it showed; a cart changed since is “out of "
+                    "date” "
+                    "and nothing is charged"
+                ),
             ),
         ),
         (
-            InLab("press “Add to cart” twice, and the cart badge says 2", page="shop.catalog"),
-            InLab("the quantity, and Remove", page="shop.cart"),
-            InLab("two tabs, one cart version, one key: one order", exercise="racing-tabs"),
+            InLab(N_("press “Add to cart” twice, and the cart badge says 2"), page="shop.catalog"),
+            InLab(N_("the quantity, and Remove"), page="shop.cart"),
+            InLab(N_("two tabs, one cart version, one key: one order"), exercise="racing-tabs"),
         ),
         (
             "tests/test_concepts.py::test_pressing_add_to_cart_twice_adds_two",
@@ -285,40 +345,50 @@ CONCEPTS = (
     ),
     Concept(
         "key-lifetime",
-        "How long a key lives",
+        N_("How long a key lives"),
         (
-            "A completed key is replayed for `CHECKOUT_KEY_LIFETIME_SECONDS` (24 hours by default); after that, "
-            "`flask --app checkout idempotency purge` may delete its record and its audit events.",
-            "A long lifetime costs storage: every record keeps its stored response, and every step its audit "
-            "event, until the purge.",
-            "A short one costs precision: once the record is gone, so are the stored response and the fingerprint, "
-            "and the shop can no longer tell a late retry from a key reused for another request.",
-            "It still never charges twice: the orders’ own unique constraint on (customer, idempotency key) finds "
-            "the order the key placed, and the late request gets that order, even with a different body.",
-            "A record still in progress is never purged; reconcile finishes it first.",
+            N_(
+                "A completed key is replayed for `CHECKOUT_KEY_LIFETIME_SECONDS` (24 hours by default); after that, "
+                "`flask --app checkout idempotency purge` may delete its record and its audit events."
+            ),
+            N_(
+                "A long lifetime costs storage: every record keeps its stored response, and every step its audit "
+                "event, until the purge."
+            ),
+            N_(
+                "A short one costs precision: once the record is gone, so are the stored response and the fingerprint, "
+                "and the shop can no longer tell a late retry from a key reused for another request."
+            ),
+            N_(
+                "It still never charges twice: the orders’ own unique constraint on (customer, idempotency key) finds "
+                "the order the key placed, and the late request gets that order, even with a different body."
+            ),
+            N_("A record still in progress is never purged; reconcile finishes it first."),
         ),
         (
-            InApp("checkout/config.py", "SETTINGS", "`CHECKOUT_KEY_LIFETIME_SECONDS`, 86400 by default"),
-            InApp("checkout/idempotency/engine.py", "_claim", "sets the record’s `expires_at` when it claims the key"),
+            InApp("checkout/config.py", "SETTINGS", N_("`CHECKOUT_KEY_LIFETIME_SECONDS`, 86400 by default")),
+            InApp(
+                "checkout/idempotency/engine.py", "_claim", N_("sets the record’s `expires_at` when it claims the key")
+            ),
             InApp(
                 "checkout/idempotency/engine.py",
                 "purge",
-                "deletes completed records past `expires_at`, with their events; never one in progress",
+                N_("deletes completed records past `expires_at`, with their events; never one in progress"),
             ),
-            InApp("checkout/cli.py", "register_commands", "`flask --app checkout idempotency purge`"),
+            InApp("checkout/cli.py", "register_commands", N_("`flask --app checkout idempotency purge`")),
             InApp(
                 "checkout/shop/placement.py",
                 "PlaceOrder.create_order",
-                "when an order’s unique constraint finds the order already placed, answers with that order",
+                N_("when an order’s unique constraint finds the order already placed, answers with that order"),
             ),
-            InApp("checkout/shop/models.py", "Order", "unique on (customer_id, idempotency_key), with no expiry"),
+            InApp("checkout/shop/models.py", "Order", N_("unique on (customer_id, idempotency_key), with no expiry")),
         ),
         (
             InLab(
-                "run it from cron; the lab’s records table no longer lists the purged keys",
+                N_("run it from cron; the lab’s records table no longer lists the purged keys"),
                 command=".venv/bin/flask --app checkout idempotency purge",
             ),
-            InLab("the records table: when each key was made, and the status it stored", page="lab.index"),
+            InLab(N_("the records table: when each key was made, and the status it stored"), page="lab.index"),
         ),
         (
             "tests/test_configuration_and_commands.py::test_purge_removes_expired_completed_records_only",
@@ -329,58 +399,73 @@ CONCEPTS = (
     ),
     Concept(
         "storage",
-        "Where the records live, and what each choice costs",
+        N_("Where the records live, and what each choice costs"),
         (
-            "Here the idempotency record lives in the same database as the order, and the claim of the key and "
-            "the creation of the order commit in one transaction: both exist, or neither does.",
-            "Redis would be fast and would expire keys by itself (a TTL instead of a purge), but it sits outside "
-            "the order’s transaction, so a crash between the two writes leaves a key without its order or an "
-            "order without its key, and the code must recover from both.",
-            "One worker’s memory is wrong as soon as there are several workers or servers: a retry lands on a "
-            "process that has never seen the key, and pays again.",
-            "The lab will show a Redis store and the memory-store mistake side by side with this one, on the lab’s "
-            "mistakes page.",
+            N_(
+                "Here the idempotency record lives in the same database as the order, and the claim of the key and "
+                "the creation of the order commit in one transaction: both exist, or neither does."
+            ),
+            N_(
+                "Redis would be fast and would expire keys by itself (a TTL instead of a purge), but it sits outside "
+                "the order’s transaction, so a crash between the two writes leaves a key without its order or an "
+                "order without its key, and the code must recover from both."
+            ),
+            N_(
+                "One worker’s memory is wrong as soon as there are several workers or servers: a retry lands on a "
+                "process that has never seen the key, and pays again."
+            ),
+            N_(
+                "The lab will show a Redis store and the memory-store mistake side by side with this one, on the lab’s "
+                "mistakes page."
+            ),
         ),
         (
             InApp(
                 "checkout/idempotency/engine.py",
                 "_claim",
-                "the record’s INSERT and the first phase (the order) in one `writing()` unit of work",
+                N_("the record’s INSERT and the first phase (the order) in one `writing()` unit of work"),
             ),
             InApp(
                 "checkout/idempotency/models.py",
                 "IdempotencyRecord",
-                "unique on (customer, endpoint, key), in the shop’s database",
+                N_("unique on (customer, endpoint, key), in the shop’s database"),
             ),
             InApp(
                 "checkout/transactions.py",
                 "writing",
-                "the one way anything is written: one transaction, committed whole",
+                N_("the one way anything is written: one transaction, committed whole"),
             ),
             InApp(
                 "checkout/limits.py",
                 "register_rate_limits",
-                "where the shop does use Redis (`CHECKOUT_REDIS_URL`): rate-limit counters; without it each worker "
-                "counts on its own, which a limit can afford",
+                N_(
+                    "where the shop does use Redis (`CHECKOUT_REDIS_URL`): rate-limit counters; without it each worker "
+                    "counts on its own, which a limit can afford"
+                ),
             ),
             InApp(
                 "checkout/idempotency/engine.py",
                 "_waiting_slot",
-                "one worker’s memory, on purpose: it only bounds how many duplicates wait, and decides nothing",
+                N_("one worker’s memory, on purpose: it only bounds how many duplicates wait, and decides nothing"),
             ),
             InApp(
                 "checkout/gateway/models.py",
                 "GatewayFaultMark",
-                "the mock gateway’s “failed once” mark is in the database, because a retry may land on another worker",
+                N_(
+                    "the mock gateway’s “failed once” mark is in the database, because a retry may land on another "
+                    "worker"
+                ),
             ),
         ),
         (
-            InLab("records, orders and charges, read from one database", page="lab.index"),
+            InLab(N_("records, orders and charges, read from one database"), page="lab.index"),
             InLab(
-                "several workers (`make serve`) share one database, so reconcile finishes what a dead worker left",
+                N_("several workers (`make serve`) share one database, so reconcile finishes what a dead worker left"),
                 exercise="killed-worker",
             ),
-            InLab("the lab’s mistakes page: a Redis store and the memory-store mistake, side by side with this one"),
+            InLab(
+                N_("the lab’s mistakes page: a Redis store and the memory-store mistake, side by side with this one")
+            ),
         ),
         (
             "tests/test_failures.py::test_a_crash_inside_the_claims_transaction_leaves_no_record_and_no_order",
@@ -391,37 +476,51 @@ CONCEPTS = (
     ),
     Concept(
         "422-and-the-header-name",
-        "422 for a reused key, and the name of the replay header",
+        N_("422 for a reused key, and the name of the replay header"),
         (
-            "A key sent again with a different body is a client bug: the request can never succeed as sent, and "
-            "retrying it unchanged is pointless, so this shop answers 422 (`idempotency-key-reused`) and leaves "
-            "the stored outcome untouched.",
-            "Some articles answer 409 there; this shop keeps 409 for “in progress, retry later”, which a client "
-            "should retry, and its own retry client retries 409 and no other 4xx.",
-            "The IETF draft “The Idempotency-Key HTTP Header Field” also suggests 422 for a key reused with a "
-            "different payload, and 409 for a request still being processed.",
-            "A replay carries `Idempotent-Replayed: true`; one article writes `Idempotency-Replayed`, but this "
-            "shop sends only `Idempotent-Replayed`, and a client should read the name the shop documents rather "
-            "than guess.",
+            N_(
+                "A key sent again with a different body is a client bug: the request can never succeed as sent, and "
+                "retrying it unchanged is pointless, so this shop answers 422 (`idempotency-key-reused`) and leaves "
+                "the stored outcome untouched."
+            ),
+            N_(
+                "Some articles answer 409 there; this shop keeps 409 for “in progress, retry later”, which a client "
+                "should retry, and its own retry client retries 409 and no other 4xx."
+            ),
+            N_(
+                "The IETF draft “The Idempotency-Key HTTP Header Field” also suggests 422 for a key reused with a "
+                "different payload, and 409 for a request still being processed."
+            ),
+            N_(
+                "A replay carries `Idempotent-Replayed: true`; one article writes `Idempotency-Replayed`, but this "
+                "shop sends only `Idempotent-Replayed`, and a client should read the name the shop documents rather "
+                "than guess."
+            ),
         ),
         (
             InApp(
                 "checkout/shop/api.py",
                 "answer",
-                "a mismatch is 422 `idempotency-key-reused`; in progress is 409 with `Retry-After`; a replay gets "
-                "`Idempotent-Replayed: true`",
+                N_(
+                    "a mismatch is 422 `idempotency-key-reused`; in progress is 409 with `Retry-After`; a replay gets "
+                    "`Idempotent-Replayed: true`"
+                ),
             ),
             InApp(
                 "checkout/idempotency/engine.py",
                 "_answer_existing",
-                "compares the fingerprint first: a mismatch is never replayed and never run",
+                N_("compares the fingerprint first: a mismatch is never replayed and never run"),
             ),
-            InApp("checkout/client.py", "RETRYABLE", "409, 502, 503 and 504: what the client retries; a 422 is final"),
             InApp(
-                "checkout/shop/checkout_page.py", "_answer", "the browser’s 422: “already started with other details”"
+                "checkout/client.py", "RETRYABLE", N_("409, 502, 503 and 504: what the client retries; a 422 is final")
+            ),
+            InApp(
+                "checkout/shop/checkout_page.py",
+                "_answer",
+                N_("the browser’s 422: “already started with other details”"),
             ),
         ),
-        (InLab("the “mismatches” and “conflicts” counters, and `mismatch` in a key’s timeline", page="lab.index"),),
+        (InLab(N_("the “mismatches” and “conflicts” counters, and `mismatch` in a key’s timeline"), page="lab.index"),),
         (
             "tests/test_api_orders.py::test_same_key_different_payload_is_422_and_leaves_the_record_untouched",
             "tests/test_api_orders.py::test_same_key_still_in_progress_is_409_with_retry_after",
@@ -432,34 +531,45 @@ CONCEPTS = (
     ),
     Concept(
         "fingerprint",
-        "The fingerprint of a request",
+        N_("The fingerprint of a request"),
         (
-            "A key alone cannot tell a retry from a mistake, so the shop stores with each key a fingerprint of the "
-            "request: an HMAC-SHA256 of the method, the endpoint and the normalized body.",
-            "Normalized means parsed and written one way (object keys sorted, the card as digits only, the email "
-            "as the validator writes it), so the same request written differently matches and a changed value "
-            "does not.",
-            "The body covers a card number, so the HMAC is keyed by its own secret, `CHECKOUT_FINGERPRINT_SECRET` "
-            "and not `SECRET_KEY`: without it nobody can test guesses of a card number against a stored fingerprint.",
-            "Every server must share that secret, or a retry that reaches another server looks like a different "
-            "request.",
-            "The browser’s fingerprint covers the email, the card and the cart version the form was shown for.",
+            N_(
+                "A key alone cannot tell a retry from a mistake, so the shop stores with each key a fingerprint of the "
+                "request: an HMAC-SHA256 of the method, the endpoint and the normalized body."
+            ),
+            N_(
+                "Normalized means parsed and written one way (object keys sorted, the card as digits only, the email "
+                "as the validator writes it), so the same request written differently matches and a changed value "
+                "does not."
+            ),
+            N_(
+                "The body covers a card number, so the HMAC is keyed by its own secret, `CHECKOUT_FINGERPRINT_SECRET` "
+                "and not `SECRET_KEY`: without it nobody can test guesses of a card number against a stored "
+                "fingerprint."
+            ),
+            N_(
+                "Every server must share that secret, or a retry that reaches another server looks like a different "
+                "request."
+            ),
+            N_("The browser’s fingerprint covers the email, the card and the cart version the form was shown for."),
         ),
         (
-            InApp("checkout/idempotency/fingerprint.py", "fingerprint", "HMAC-SHA256 of the canonical JSON"),
+            InApp("checkout/idempotency/fingerprint.py", "fingerprint", N_("HMAC-SHA256 of the canonical JSON")),
             InApp(
-                "checkout/shop/api.py", "api_fingerprint", "the API’s, from the parsed body, before the catalog is read"
+                "checkout/shop/api.py",
+                "api_fingerprint",
+                N_("the API’s, from the parsed body, before the catalog is read"),
             ),
-            InApp("checkout/shop/validation.py", "ParsedOrder.normalized", "what the API’s fingerprint covers"),
-            InApp("checkout/shop/checkout_page.py", "pay", "the browser’s: email, card digits, cart version"),
-            InApp("checkout/shop/runtime.py", "fingerprint_secret", "its own secret, not `SECRET_KEY`"),
+            InApp("checkout/shop/validation.py", "ParsedOrder.normalized", N_("what the API’s fingerprint covers")),
+            InApp("checkout/shop/checkout_page.py", "pay", N_("the browser’s: email, card digits, cart version")),
+            InApp("checkout/shop/runtime.py", "fingerprint_secret", N_("its own secret, not `SECRET_KEY`")),
             InApp(
                 "checkout/idempotency/engine.py",
                 "_same_fingerprint",
-                "compared in constant time (`hmac.compare_digest`)",
+                N_("compared in constant time (`hmac.compare_digest`)"),
             ),
         ),
-        (InLab("the “mismatches” counter; a key’s timeline shows `mismatch`", page="lab.index"),),
+        (InLab(N_("the “mismatches” counter; a key’s timeline shows `mismatch`"), page="lab.index"),),
         (
             "tests/test_keys_and_fingerprints.py::test_the_fingerprint_ignores_key_order_but_not_values",
             "tests/test_keys_and_fingerprints.py::test_the_fingerprint_depends_on_the_secret_and_hides_the_card",
@@ -469,44 +579,62 @@ CONCEPTS = (
     ),
     Concept(
         "leases-and-fencing",
-        "Leases, recovery points and fencing",
+        N_("Leases, recovery points and fencing"),
         (
-            "While a payment runs, its record carries a lease: an owner token, the worker’s name and an expiry "
-            "(`CHECKOUT_LEASE_SECONDS`).",
-            "Every phase ends with an UPDATE that matches only while the owner token is still on the record, so a "
-            "worker that lost its lease (it stalled, and another took over) writes nothing: its whole transaction "
-            "rolls back.",
-            "The recovery point says where to resume (`order_created` once the order exists, `finished` once the "
-            "answer is stored); a retry that takes over an expired or released lease, with a compare-and-set, "
-            "continues from there and asks the gateway again with the same gateway key, which cannot charge twice.",
-            "Reconcile, for clients that never come back, first voids (fences) the order’s gateway key: the "
-            "gateway keeps whichever came first, a charge or the void, so “not charged” is decided only when no "
-            "charge can land any more.",
+            N_(
+                "While a payment runs, its record carries a lease: an owner token, the worker’s name and an expiry "
+                "(`CHECKOUT_LEASE_SECONDS`)."
+            ),
+            N_(
+                "Every phase ends with an UPDATE that matches only while the owner token is still on the record, so a "
+                "worker that lost its lease (it stalled, and another took over) writes nothing: its whole transaction "
+                "rolls back."
+            ),
+            N_(
+                "The recovery point says where to resume (`order_created` once the order exists, `finished` once the "
+                "answer is stored); a retry that takes over an expired or released lease, with a compare-and-set, "
+                "continues from there and asks the gateway again with the same gateway key, which cannot charge twice."
+            ),
+            N_(
+                "Reconcile, for clients that never come back, first voids (fences) the order’s gateway key: the "
+                "gateway keeps whichever came first, a charge or the void, so “not charged” is decided only when no "
+                "charge can land any more."
+            ),
         ),
         (
             InApp(
                 "checkout/idempotency/operation.py",
                 "Operation.owned",
-                "one unit of work that ends with the owner-checked UPDATE",
+                N_("one unit of work that ends with the owner-checked UPDATE"),
             ),
             InApp(
-                "checkout/idempotency/operation.py", "Operation.apply", "moves the recovery point, or stores the answer"
+                "checkout/idempotency/operation.py",
+                "Operation.apply",
+                N_("moves the recovery point, or stores the answer"),
             ),
-            InApp("checkout/idempotency/engine.py", "take_over", "the compare-and-set on an expired or released lease"),
-            InApp("checkout/idempotency/engine.py", "abandoned", "what reconcile finds: records nobody is working on"),
-            InApp("checkout/shop/placement.py", "PlaceOrder.phases", "`started` → `order_created` → `finished`"),
-            InApp("checkout/shop/reconcile.py", "reconcile_one", "takes over, fences the gateway key, then decides"),
             InApp(
-                "checkout/gateway/client.py", "Gateway.void", "the fence: a void and a charge race for one unique key"
+                "checkout/idempotency/engine.py", "take_over", N_("the compare-and-set on an expired or released lease")
+            ),
+            InApp(
+                "checkout/idempotency/engine.py", "abandoned", N_("what reconcile finds: records nobody is working on")
+            ),
+            InApp("checkout/shop/placement.py", "PlaceOrder.phases", N_("`started` → `order_created` → `finished`")),
+            InApp(
+                "checkout/shop/reconcile.py", "reconcile_one", N_("takes over, fences the gateway key, then decides")
+            ),
+            InApp(
+                "checkout/gateway/client.py",
+                "Gateway.void",
+                N_("the fence: a void and a charge race for one unique key"),
             ),
         ),
         (
-            InLab("kill a worker mid-payment, then reconcile", exercise="killed-worker"),
-            InLab("the lease is released at once, so the retry resumes", exercise="gateway-down"),
-            InLab("the retry asks the gateway again and finds the charge", exercise="lost-answer"),
-            InLab("the records table: state, recovery point and lease", page="lab.index"),
+            InLab(N_("kill a worker mid-payment, then reconcile"), exercise="killed-worker"),
+            InLab(N_("the lease is released at once, so the retry resumes"), exercise="gateway-down"),
+            InLab(N_("the retry asks the gateway again and finds the charge"), exercise="lost-answer"),
+            InLab(N_("the records table: state, recovery point and lease"), page="lab.index"),
             InLab(
-                "finish abandoned payments by asking the gateway",
+                N_("finish abandoned payments by asking the gateway"),
                 command=".venv/bin/flask --app checkout idempotency reconcile",
             ),
         ),
