@@ -82,6 +82,8 @@ def register_blueprints(app: Flask) -> None:
     from checkout.lab.legacy import bp as legacy_gateway_bp
     from checkout.lab.mailbox import bp as mailbox_bp
     from checkout.lab.reconciliation import bp as reconciliation_bp
+    from checkout.lab.stores import api_bp as redis_store_api_bp
+    from checkout.lab.stores import bp as redis_store_bp
     from checkout.lab.unsafe import bp as unsafe_bp
     from checkout.lab.views import bp as lab_bp
     from checkout.shop.api import bp as api_bp
@@ -93,7 +95,7 @@ def register_blueprints(app: Flask) -> None:
     for blueprint in (shop_bp, checkout_bp, orders_bp, api_bp, webhooks_bp, lab_bp, unsafe_bp):
         app.register_blueprint(blueprint)
     app.register_blueprint(mailbox_bp)
-    for blueprint in (legacy_gateway_bp, reconciliation_bp):
+    for blueprint in (legacy_gateway_bp, redis_store_api_bp, redis_store_bp, reconciliation_bp):
         app.register_blueprint(blueprint)
 
 
