@@ -67,7 +67,8 @@ class Report:
         if self.clean:
             return f"{compared}: the ledgers agree"
         counts = ", ".join(f"{len(self.of_kind(kind))} {kind}" for kind in KINDS if self.of_kind(kind))
-        return f"{compared}: {len(self.discrepancies)} discrepancies ({counts})"
+        found = len(self.discrepancies)
+        return f"{compared}: {found} discrepanc{'y' if found == 1 else 'ies'} ({counts})"
 
 
 def _money(cents: int, currency: str) -> str:
