@@ -86,7 +86,11 @@ def create_app(config: Mapping[str, Any] | None = None, *, instance_path: str | 
 
 
 def register_blueprints(app: Flask) -> None:
+    from checkout.lab.legacy import bp as legacy_gateway_bp
     from checkout.lab.mailbox import bp as mailbox_bp
+    from checkout.lab.reconciliation import bp as reconciliation_bp
+    from checkout.lab.stores import api_bp as redis_store_api_bp
+    from checkout.lab.stores import bp as redis_store_bp
     from checkout.lab.unsafe import bp as unsafe_bp
     from checkout.lab.views import bp as lab_bp
     from checkout.openapi import bp as openapi_bp
@@ -100,6 +104,8 @@ def register_blueprints(app: Flask) -> None:
         app.register_blueprint(blueprint)
     app.register_blueprint(mailbox_bp)
     app.register_blueprint(openapi_bp)
+    for blueprint in (legacy_gateway_bp, redis_store_api_bp, redis_store_bp, reconciliation_bp):
+        app.register_blueprint(blueprint)
 
 
 def register_template_helpers(app: Flask) -> None:

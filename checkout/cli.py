@@ -11,6 +11,7 @@ from flask.cli import AppGroup
 from checkout.gateway.relay import deliverer, webhook_url
 from checkout.idempotency import purge
 from checkout.shop.reconcile import reconcile
+from checkout.shop.reconciliation_report import reconciliation_report
 from checkout.shop.runtime import gateway, idempotency_settings
 from checkout.shop.seed import seed
 from checkout.transactions import writing
@@ -63,6 +64,16 @@ def register_commands(app: Flask) -> None:
             if not forever:
                 break
             time.sleep(1)
+
+    @gateway_commands.command("reconcile-report")
+    def reconcile_report_command() -> None:
+        """Compare the shop's ledger with the gateway's: exit 0 when they agree, 1 with the list when not."""
+        report = reconciliation_report()
+        for discrepancy in report.discrepancies:
+            click.echo(str(discrepancy))
+        click.echo(report.summary())
+        if not report.clean:
+            click.get_current_context().exit(1)
 
     app.cli.add_command(gateway_commands)
 

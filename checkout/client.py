@@ -148,6 +148,9 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="the purchase reference the lab counts money by, the same on every retry (default: a new UUID4)",
     )
+    parser.add_argument(
+        "--path", default="/api/orders", help="where to POST: /api/orders, or a lab variant (the legacy gateway's)"
+    )
     parser.add_argument("--attempts", type=int, default=8, help="give up after this many attempts")
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for each answer")
     parser.add_argument(
@@ -170,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         max_attempts=args.attempts,
         timeout=args.timeout,
         wrong_way=args.wrong_way,
+        path=args.path,
         log=print,
     )
     print(result.body.decode(errors="replace"))

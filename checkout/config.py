@@ -99,7 +99,9 @@ SETTINGS: dict[str, Setting] = {
     "CHECKOUT_RATE_LIMIT": Setting(
         "10000 per minute", _text, "requests per client (API token, else address); off turns limits off"
     ),
-    "CHECKOUT_REDIS_URL": Setting("", _text, "Redis, for rate-limit counters shared by every worker"),
+    "CHECKOUT_REDIS_URL": Setting(
+        "", _text, "Redis, for rate-limit counters shared by every worker, and the lab's Redis store of keys"
+    ),
     "CHECKOUT_LAB": Setting(True, parse_bool, "the teaching pages; always off in production"),
     "CHECKOUT_WEBHOOK_URL": Setting(
         "", _text, "where the gateway delivers its events (default: this shop's own /webhooks/gateway)"

@@ -2,7 +2,8 @@
 
 A client is its API token when it sends one, else its address. Counters live
 in Redis when ``CHECKOUT_REDIS_URL`` is set (shared by every worker and
-server), else in each worker's memory (each worker then counts on its own).
+server), else in each worker's memory (each worker then counts on its own); while Redis does not
+answer, each worker counts in its memory too, and no request fails for it.
 Over the limit: 429, problem+json for the API and a page for browsers, with
 ``Retry-After`` (see checkout.errors). ``CHECKOUT_RATE_LIMIT=off`` turns
 limits off.
@@ -48,6 +49,9 @@ def register_rate_limits(app: Flask) -> None:
         headers_enabled=False,  # it would rewrite every Retry-After (409, 503) to the window's reset
         key_prefix="checkout",
         enabled=enabled,
+        # Redis down: count in each worker's memory until it answers again, never fail the request.
+        in_memory_fallback_enabled=bool(redis_url),
+        swallow_errors=True,
     )
     # Static files, and the gateway's signed webhooks (it retries on its own schedule), count against nobody.
     limiter.request_filter(lambda: request.endpoint in ("static", "webhooks.receive"))

@@ -19,6 +19,7 @@ from checkout.gateway.client import (
     Refund,
     RefundExceedsCharge,
 )
+from checkout.gateway.legacy import LegacyGateway
 from checkout.gateway.models import (
     DECLINED,
     SUCCEEDED,
@@ -47,6 +48,7 @@ __all__ = [
     "InvalidCard",
     "KeyReused",
     "KeyVoided",
+    "LegacyGateway",
     "NoSuchCharge",
     "ReferenceAlreadyCharged",
     "Refund",

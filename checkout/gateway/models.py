@@ -24,13 +24,14 @@ class GatewayCharge(Base):
     __tablename__ = "gateway_charges"
     __table_args__ = (
         sa.UniqueConstraint("gateway_key"),
-        # The last line of defence: one succeeded charge per merchant reference (order).
+        # The last line of defence of the keyed interface: one succeeded charge per merchant reference
+        # (order). The legacy interface (checkout.gateway.legacy) has no such line: it charges on every call.
         sa.Index(
             "uq_gateway_charges_one_succeeded_per_reference",
             "reference",
             unique=True,
-            sqlite_where=sa.text("status = 'succeeded'"),
-            postgresql_where=sa.text("status = 'succeeded'"),
+            sqlite_where=sa.text("status = 'succeeded' AND keyed"),
+            postgresql_where=sa.text("status = 'succeeded' AND keyed"),
         ),
         sa.CheckConstraint(f"status IN {CHARGE_STATES!r}", name="status"),
         # A charge moves money; only a void (which moves none) has an amount of zero.
@@ -47,6 +48,9 @@ class GatewayCharge(Base):
     status: Mapped[str] = mapped_column(sa.String(16))
     card_last4: Mapped[str] = mapped_column(sa.String(4))
     refunded_cents: Mapped[int] = mapped_column(default=0, server_default="0")
+    # Made through the keyed (idempotent) interface; false for the legacy interface, which takes no key
+    # and stores an internal one of its own that it never shows.
+    keyed: Mapped[bool] = mapped_column(default=True, server_default=sa.true())
     # Test mode: how the test card behaves, so a refund of a charge made with a fault card meets the fault.
     behaviour: Mapped[str] = mapped_column(sa.String(20), default="", server_default="")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)

@@ -172,6 +172,47 @@ EXERCISES = (
         "finished it. If you do press Pay again later, you land on the same order.",
         "Webhook receiver, and the order's conditional move from pending to paid (whoever comes first).",
     ),
+    Exercise(
+        "redis-forgets",
+        "12. Redis forgets a key",
+        (
+            "Serve the shop with its Redis store on: CHECKOUT_REDIS_URL=redis://127.0.0.1:6379/0 make run. The "
+            "lab's header says whether Redis answers (“Redis store: answering”).",
+            "In a second terminal, start 300 payments through the Redis store: make mass "
+            'MASS_ARGS="--path /api/lab/stores/redis/orders --payments 300".',
+            "While it runs, open the lab's Redis store page (the “Redis store” button) and press “Make Redis "
+            "forget every key of this store”.",
+            "When the run ends, read its result, then the damage table's store:redis row in the lab.",
+        ),
+        "The run ends exact: every payment charged once, though Redis forgot the records of the payments in "
+        "flight. Their retries claimed their keys again (a key's timeline shows claimed twice, and order_found "
+        "for a payment that was still pending), and the orders' unique (customer, idempotency key) in the "
+        "database handed them the orders their keys had placed. The store:redis row shows $0.00 charged more "
+        "than once.",
+        "Database: the orders' unique constraint, under a key store that is fast but outside the order's transaction.",
+    ),
+    Exercise(
+        "legacy-gateway",
+        "13. A gateway that ignores keys",
+        (
+            "Pay through the legacy gateway, which charges on every call, with the card whose answer is lost: "
+            ".venv/bin/python -m checkout.client --path /api/lab/legacy-gateway/orders --card "
+            '"4000 0000 0000 0259".',
+            "Read what it printed: the first attempt got 503 (the gateway charged, but its answer was lost), the "
+            "retry 201.",
+            "Open the lab's reconciliation page (the “Reconciliation” button), or run .venv/bin/flask --app "
+            "checkout gateway reconcile-report.",
+            "Now pay the same way through the twin that retries without looking: --path "
+            "/api/lab/legacy-gateway/no-lookup/orders, and open the reconciliation page again.",
+        ),
+        "Through the legacy gateway: one charge. Before charging again the retry asked the gateway for the "
+        "charges of the order's reference and found the first one (the timeline shows answer_lost, resumed, "
+        "looked_up, charged), and the report is clean (the command exits 0). Through the twin: the order is paid "
+        "and charged twice; the report lists the extra charge as a charge without a paid order (the command "
+        "exits 1), and the damage table's legacy-gateway:no-lookup row shows the price charged more than once.",
+        "Downstream, when the gateway has no keys: look the charge up by reference before any retry, and "
+        "reconcile the two ledgers.",
+    ),
 )
 
 

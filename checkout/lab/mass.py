@@ -2,6 +2,7 @@
 
     python -m checkout.lab.mass --url http://127.0.0.1:5000            # the safe API
     python -m checkout.lab.mass --url http://127.0.0.1:5000 --unsafe   # the lab's unsafe twin
+    python -m checkout.lab.mass --path /api/lab/stores/redis/orders     # any variant of POST /api/orders
 
 A few clients send N payments (default 1000). Some use the fault cards (the
 gateway is down once, or its answer is lost once), some the slow card, and
@@ -80,6 +81,7 @@ def run(
     timeout: float,
     seed: int,
     token: str = "demo-alice-token",
+    path: str = "/api/orders",
 ) -> Report:
     products = _get_json(f"{base_url}/api/products")
     assert isinstance(products, list) and products
@@ -109,7 +111,7 @@ def run(
             base_delay=0.05,
             max_delay=1.0,
             timeout=timeout,
-            path="/api/lab/unsafe-orders" if unsafe else "/api/orders",
+            path="/api/lab/unsafe-orders" if unsafe else path,
             rng=random.Random(jitter_seed),
         )
         return Outcome(expected, result.status, len(result.attempts))
@@ -122,7 +124,7 @@ def run(
     counted = damage(base_url, prefix)
     charged = int(counted["charged_cents"])
     return Report(
-        path="unsafe" if unsafe else "safe",
+        path="unsafe" if unsafe else "safe" if path == "/api/orders" else path,
         payments=payments,
         clients=clients,
         attempts=sum(o.attempts for o in outcomes),
@@ -150,10 +152,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=12)
     parser.add_argument("--timeout", type=float, default=1.0, help="seconds a client waits for an answer")
     parser.add_argument("--unsafe", action="store_true", help="use the lab's unsafe path (no idempotency)")
+    parser.add_argument(
+        "--path", default="/api/orders", help="where to POST: /api/orders, or a lab variant such as the Redis store's"
+    )
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args(argv)
     report = run(
-        args.url.rstrip("/"), args.payments, args.clients, unsafe=args.unsafe, timeout=args.timeout, seed=args.seed
+        args.url.rstrip("/"),
+        args.payments,
+        args.clients,
+        unsafe=args.unsafe,
+        timeout=args.timeout,
+        seed=args.seed,
+        path=args.path,
     )
     print(f"path:       {report['path']}")
     print(

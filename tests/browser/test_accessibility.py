@@ -89,7 +89,7 @@ def test_every_shop_page_passes_axe_and_fits_the_screen(sized_page: Page, live_s
     check(page, "a replayed order", problems)
     visit("/orders", "orders")
     visit("/no-such-page", "404")
-    assert problems == []
+    assert problems == [], "\n".join(problems)
 
 
 def test_every_lab_page_passes_axe_and_fits_the_screen(sized_page: Page, live_server: LiveServer) -> None:
@@ -105,8 +105,10 @@ def test_every_lab_page_passes_axe_and_fits_the_screen(sized_page: Page, live_se
         ("/lab/exercises", "exercises"),
         ("/lab/concepts", "concepts"),
         ("/lab/mailbox", "mailbox"),
+        ("/lab/stores/redis", "the Redis store"),
+        ("/lab/reconciliation", "reconciliation"),
     )
     for path, where in lab_pages:
         page.goto(url + path)
         check(page, where, problems)
-    assert problems == []
+    assert problems == [], "\n".join(problems)

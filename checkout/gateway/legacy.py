@@ -1,0 +1,143 @@
+"""The mock gateway's legacy interface: the same provider as it was before idempotency keys.
+
+- ``charge`` takes no key: every call is a new charge, even for a reference
+  (an order) that an earlier call already charged. Asked twice, it charges
+  twice. It stores each charge under an internal random key of its own, which
+  it never shows, and marks it ``keyed = false``: the keyed interface's "one
+  succeeded charge per reference" does not protect it.
+- ``find_by_reference`` lists the charges made for a reference, oldest first.
+  A merchant that retries through this interface must ask it first, before
+  any retry: that lookup is the only thing that turns "charge again" into
+  "use the charge that already exists".
+- It sends no webhooks: nothing but the merchant's own lookup finds a charge
+  whose answer was lost.
+- The test cards behave as on the keyed interface, "the first call" counted
+  per reference: 0119 fails before charging on the first call for a
+  reference, 0259 charges on the first call and loses its answer, 0077 is
+  slow, 0002 is declined.
+
+It knows nothing of the shop: a reference is whatever the merchant sends.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Session
+
+from checkout.database import WRITE_OPTION, insert_ignoring_conflicts, utcnow
+from checkout.gateway.cards import Behaviour, behaviour, digits_only, last4, luhn_valid
+from checkout.gateway.client import (
+    CardDeclined,
+    Charge,
+    GatewayTimeout,
+    GatewayUnavailable,
+    InvalidAmount,
+    InvalidCard,
+)
+from checkout.gateway.models import DECLINED, SUCCEEDED, GatewayCharge, GatewayFaultMark
+
+INTERNAL_KEY_PREFIX = "legacy-"
+
+
+def _as_charge(row: GatewayCharge) -> Charge:
+    """What the legacy interface answers: the charge without its internal key (it has no key to show)."""
+    return Charge(
+        id=row.id,
+        gateway_key="",
+        reference=row.reference,
+        amount_cents=row.amount_cents,
+        currency=row.currency,
+        status=row.status,
+        card_last4=row.card_last4,
+        created_at=row.created_at,
+    )
+
+
+class LegacyGateway:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        slow_seconds: float = 3.0,
+        very_slow_seconds: float = 20.0,
+        timeout_seconds: float = 25.0,
+    ) -> None:
+        self.engine = engine
+        self._writer = engine.execution_options(**{WRITE_OPTION: True})
+        self.slow_seconds = slow_seconds
+        self.very_slow_seconds = very_slow_seconds
+        self.timeout_seconds = timeout_seconds
+
+    # -- the provider's (old) interface -------------------------------------
+
+    def charge(self, *, amount_cents: int, currency: str, card_number: str, reference: str) -> Charge:
+        """Charge. Every call is a new charge: this interface cannot tell a retry from a new payment."""
+        if amount_cents <= 0:
+            raise InvalidAmount(f"a charge must be for more than zero, not {amount_cents}")
+        digits = digits_only(card_number)
+        if digits != card_number.replace(" ", "").replace("-", "") or not luhn_valid(digits):
+            raise InvalidCard("not a valid card number")
+        card = behaviour(digits)
+        if card is Behaviour.UNAVAILABLE_ONCE and self._first_time(reference, "unavailable"):
+            raise GatewayUnavailable("the gateway is unavailable; nothing was charged")
+        slowness = {Behaviour.SLOW: self.slow_seconds, Behaviour.VERY_SLOW: self.very_slow_seconds}.get(card, 0.0)
+        delay = slowness / 2
+        if delay:
+            time.sleep(min(delay, self.timeout_seconds))
+        status = DECLINED if card is Behaviour.DECLINED else SUCCEEDED
+        charge = self._insert(reference, amount_cents, currency, status, last4(digits), card.name)
+        if delay:
+            time.sleep(max(0.0, min(delay, self.timeout_seconds - delay)))
+        if slowness > self.timeout_seconds or (
+            card is Behaviour.ANSWER_LOST_ONCE and self._first_time(reference, "answer lost")
+        ):
+            raise GatewayTimeout("no answer from the gateway; the charge may exist")
+        if charge.status == DECLINED:
+            raise CardDeclined(charge)
+        return charge
+
+    def find_by_reference(self, reference: str) -> list[Charge]:
+        """Every charge made through this interface for ``reference``, oldest first (succeeded or declined)."""
+        with Session(self.engine) as session, session.begin():
+            rows = session.scalars(
+                sa.select(GatewayCharge)
+                .where(GatewayCharge.reference == reference, GatewayCharge.keyed.is_(False))
+                .order_by(GatewayCharge.created_at, GatewayCharge.id)
+            ).all()
+            return [_as_charge(row) for row in rows]
+
+    # -- internals ---------------------------------------------------------------
+
+    def _insert(
+        self, reference: str, amount_cents: int, currency: str, status: str, card_last4: str, behaviour_name: str
+    ) -> Charge:
+        with Session(self._writer, expire_on_commit=False) as session, session.begin():
+            row = GatewayCharge(
+                id="ch_" + secrets.token_hex(12),
+                gateway_key=INTERNAL_KEY_PREFIX + secrets.token_hex(16),  # internal: never shown, never asked for
+                reference=reference,
+                amount_cents=amount_cents,
+                currency=currency,
+                status=status,
+                card_last4=card_last4,
+                refunded_cents=0,
+                keyed=False,
+                behaviour=behaviour_name,
+                created_at=utcnow(),
+            )
+            session.add(row)
+        return _as_charge(row)
+
+    def _first_time(self, reference: str, fault: str) -> bool:
+        """True the first time this reference meets this fault (remembered in the database, across processes)."""
+        with Session(self._writer) as session, session.begin():
+            inserted = session.execute(
+                insert_ignoring_conflicts(GatewayFaultMark, session)
+                .values(gateway_key=f"legacy {fault}: {reference}", fault=fault, created_at=utcnow())
+                .returning(GatewayFaultMark.gateway_key)
+            ).scalar_one_or_none()
+        return inserted is not None

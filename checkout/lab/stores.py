@@ -1,0 +1,127 @@
+"""The Redis store in the lab: its route (``POST /api/lab/stores/redis/orders``) and its page
+(``/lab/stores/redis``): whether Redis answers, the records it holds now, and a button that makes it
+forget them all, in the middle of a run if you like. Lab only."""
+
+from __future__ import annotations
+
+import redis
+from flask import Blueprint, Response, flash, redirect, render_template, url_for
+from flask.typing import ResponseReturnValue
+
+from checkout.extensions import csrf, db
+from checkout.idempotency import Scope
+from checkout.lab import damage, lab_only
+from checkout.lab.api_twins import read_order
+from checkout.lab.redis_store import (
+    REDIS_ENDPOINT,
+    REDIS_PATH,
+    RedisUnavailable,
+    StoreStatus,
+    placement,
+    run_on_redis,
+    status,
+    store,
+)
+from checkout.problems import problem
+from checkout.shop.api import answer, preferred_wait
+from checkout.shop.forms import EmptyForm
+from checkout.shop.runtime import idempotency_settings
+
+api_bp = lab_only(Blueprint("redis_store_api", __name__))
+csrf.exempt(api_bp)  # bearer tokens, like the API
+bp = lab_only(Blueprint("redis_store", __name__))
+
+SHOWN = 50
+
+
+def _unavailable(detail: str, key: str, *, retry: bool) -> Response:
+    return problem(
+        503,
+        "Redis unavailable",
+        detail,
+        type_="redis-unavailable",
+        headers={"Retry-After": "2"} if retry else None,
+        idempotency_key=key,
+    )
+
+
+@api_bp.post("/api/lab/stores/redis/orders")
+def create_order() -> Response:
+    """POST /api/orders with its idempotency records in Redis (see checkout.lab.redis_store)."""
+    asked = read_order()
+    if isinstance(asked, Response):
+        return asked
+    try:
+        redis_store = store()
+    except RedisUnavailable as missing:
+        return _unavailable(f"This route keeps its records in Redis, and {missing}.", asked.key, retry=False)
+    wait = preferred_wait()
+    try:
+        outcome = run_on_redis(
+            redis_store,
+            Scope(asked.customer.public_id, REDIS_ENDPOINT, asked.key),
+            asked.fingerprint(REDIS_ENDPOINT),
+            placement(asked.order_request()).phases(),
+            settings=idempotency_settings(),
+            wait_seconds=wait,
+        )
+    except redis.RedisError as error:
+        db.session.rollback()
+        return _unavailable(
+            f"Redis did not answer ({error}). Retry with the same Idempotency-Key: the order's unique key "
+            "in the database still keeps it to one order and one charge.",
+            asked.key,
+            retry=True,
+        )
+    response = answer(outcome, asked.key)
+    if wait:
+        response.headers["Preference-Applied"] = f"wait={wait}"
+    return response
+
+
+@bp.app_template_global()
+def redis_store_status() -> StoreStatus:
+    """For the lab's header: does the Redis store answer now?"""
+    return status()
+
+
+@bp.get("/lab/stores/redis")
+def page() -> ResponseReturnValue:
+    now = status()
+    records = []
+    problem_text = now.problem
+    if now.answering:
+        try:
+            records = store().records(SHOWN)
+        except redis.RedisError as error:
+            problem_text = str(error)
+    by_path, _overall = damage.totals(damage.purchases())
+    return render_template(
+        "lab/redis_store.html",
+        status=now,
+        problem=problem_text,
+        records=records,
+        endpoint=REDIS_ENDPOINT,
+        path=REDIS_PATH,
+        damage_row=by_path.get(REDIS_PATH),
+        form=EmptyForm(),
+    )
+
+
+@bp.post("/lab/stores/redis/forget")
+def forget() -> ResponseReturnValue:
+    form = EmptyForm()
+    if not form.validate():
+        flash("The form expired: press the button again.", "error")
+        return redirect(url_for("redis_store.page"), 303)
+    try:
+        removed = store().forget_all()
+    except (RedisUnavailable, redis.RedisError) as error:
+        flash(f"Redis did not answer: {error}", "error")
+    else:
+        flash(
+            f"Redis forgot {removed} record{'' if removed == 1 else 's'} of this store. A retry now claims its key "
+            "again; the orders' unique key in the database still finds the order it placed.",
+            "success",
+        )
+    return redirect(url_for("redis_store.page"), 303)

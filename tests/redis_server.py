@@ -1,0 +1,55 @@
+"""The Redis the tests use: a database index of their own, flushed before and after each test.
+
+``TEST_REDIS_URL`` (default ``redis://127.0.0.1:6379/13``) names it. Tests
+flush it (FLUSHDB), so it must never be database 0: the URL is refused if it
+is. Without an answering Redis the tests that need one are skipped, saying so.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+import redis
+
+DEFAULT_URL = "redis://127.0.0.1:6379/13"
+
+
+def redis_url_for_tests() -> str:
+    return os.environ.get("TEST_REDIS_URL", DEFAULT_URL)
+
+
+def client_for(url: str) -> redis.Redis:
+    return redis.Redis.from_url(url, decode_responses=True, socket_connect_timeout=1, socket_timeout=5)
+
+
+@contextmanager
+def own_redis_database() -> Iterator[str]:
+    """The tests' Redis database, empty; skips the test if no Redis answers."""
+    url = redis_url_for_tests()
+    client = client_for(url)
+    index = int(client.connection_pool.connection_kwargs.get("db", 0))
+    if index == 0:
+        pytest.fail(f"TEST_REDIS_URL={url} is database 0: tests flush their database, give them one of their own")
+    try:
+        client.ping()
+    except redis.RedisError as error:
+        client.close()
+        pytest.skip(f"needs Redis at TEST_REDIS_URL/127.0.0.1:6379: {url} does not answer ({error})")
+    client.flushdb()
+    try:
+        yield url
+    finally:
+        client.flushdb()
+        client.close()
+
+
+def flush(url: str) -> None:
+    """Redis loses every key of the tests' database (FLUSHDB of that index only)."""
+    client = client_for(url)
+    try:
+        client.flushdb()
+    finally:
+        client.close()
