@@ -20,9 +20,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from urllib.parse import urlencode
 
+import flask_babel
 from babel.dates import format_datetime
 from flask import Flask, has_request_context, request, session
-from flask_babel import Babel, get_locale, gettext
+from flask_babel import Babel, get_locale
 
 LANGUAGES = {"en": "English", "uk": "Українська", "ru": "Русский"}
 DEFAULT = "en"
@@ -35,6 +36,16 @@ def N_(text: str) -> str:  # noqa: N802 (gettext's conventional name for a no-op
     """Marks a string for translation without translating it now (pybabel extracts ``N_``): data such as
     the seeded products, translated where it is shown (``_(product.name)`` in a template)."""
     return text
+
+
+def _(text: str, **variables: object) -> str:
+    """gettext, typed (Flask-Babel ships no type information): the current language's words for ``text``."""
+    return str(flask_babel.gettext(text, **variables))
+
+
+def ngettext(singular: str, plural: str, num: int, **variables: object) -> str:
+    """ngettext, typed: the right plural form of the current language (Ukrainian and Russian have three)."""
+    return str(flask_babel.ngettext(singular, plural, num, **variables))
 
 
 def _asked() -> str | None:
@@ -69,7 +80,7 @@ def translated(text: str) -> str:
     A template's ``_()`` marks its result safe HTML, as it should for the template's own words;
     data goes through this filter instead (``{{ product.name|t }}``) and is escaped like any value.
     """
-    return str(gettext(text)) if text else text
+    return _(text) if text else text
 
 
 def language_url(code: str) -> str:

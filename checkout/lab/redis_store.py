@@ -47,6 +47,7 @@ import redis
 from flask import Flask, current_app
 
 from checkout.extensions import db
+from checkout.i18n import N_
 from checkout.idempotency import (
     COMPLETED,
     FINISHED,
@@ -279,7 +280,9 @@ class StoreStatus:
 
     @property
     def state(self) -> str:
-        return "answering" if self.answering else "not configured" if not self.configured else "not answering"
+        return (
+            N_("answering") if self.answering else N_("not configured") if not self.configured else N_("not answering")
+        )
 
 
 def status(app: Flask | None = None) -> StoreStatus:

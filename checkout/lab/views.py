@@ -13,6 +13,7 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app, flash, jsonify, redirect, render_template, request, url_for
 from flask.typing import ResponseReturnValue
+from flask_babel import gettext as _
 from markupsafe import Markup, escape
 
 from checkout.database import utcnow
@@ -198,21 +199,33 @@ def ticks(text: str) -> Markup:
 
 @bp.app_template_filter("ago")
 def ago(value: datetime | str | None) -> str:
-    """ "12 s ago": times a workshop reads at a glance."""
+    """ "12 s ago" (or "in 12 s"): times a workshop reads at a glance, in the page's language."""
     if value is None:
         return ""
-    if isinstance(value, str):
-        value = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    seconds = (utcnow() - value).total_seconds()
+    seconds = (utcnow() - _moment(value)).total_seconds()
     if seconds < 0:
-        return f"in {int(-seconds)} s"
+        return str(_("in %(time)s", time=_span(-seconds)))
+    return str(_("%(time)s ago", time=_span(seconds)))
+
+
+@bp.app_template_filter("left")
+def left(value: datetime | str | None) -> str:
+    """ "12 s": how long until ``value`` (a lease's or a claim's end)."""
+    return "" if value is None else _span(max(0.0, (_moment(value) - utcnow()).total_seconds()))
+
+
+def _moment(value: datetime | str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00")) if isinstance(value, str) else value
+
+
+def _span(seconds: float) -> str:
     if seconds < 60:
-        return f"{int(seconds)} s ago"
+        return str(_("%(n)d s", n=int(seconds)))
     if seconds < 3600:
-        return f"{int(seconds // 60)} min ago"
+        return str(_("%(n)d min", n=int(seconds // 60)))
     if seconds < 86400:
-        return f"{int(seconds // 3600)} h ago"
-    return f"{int(seconds // 86400)} d ago"
+        return str(_("%(n)d h", n=int(seconds // 3600)))
+    return str(_("%(n)d d", n=int(seconds // 86400)))
 
 
 @bp.app_template_filter("gap")

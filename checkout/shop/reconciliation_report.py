@@ -29,12 +29,14 @@ import sqlalchemy as sa
 
 from checkout.extensions import db
 from checkout.gateway import SUCCEEDED, GatewayCharge
+from checkout.i18n import N_, _, ngettext
 from checkout.shop.models import WAS_PAID, Order
 from checkout.shop.money import format_money
 
-PAID_WITHOUT_CHARGE = "paid order without a charge"
-CHARGE_WITHOUT_PAID_ORDER = "charge without a paid order"
-AMOUNTS_DIFFER = "amounts that differ"
+# The kinds are identifiers too (the CLI prints them in English); the lab page shows them translated.
+PAID_WITHOUT_CHARGE = N_("paid order without a charge")
+CHARGE_WITHOUT_PAID_ORDER = N_("charge without a paid order")
+AMOUNTS_DIFFER = N_("amounts that differ")
 KINDS = (PAID_WITHOUT_CHARGE, CHARGE_WITHOUT_PAID_ORDER, AMOUNTS_DIFFER)
 
 
@@ -63,16 +65,21 @@ class Report:
         return [d for d in self.discrepancies if d.kind == kind]
 
     def summary(self) -> str:
-        compared = f"{self.paid_orders} paid orders and {self.succeeded_charges} succeeded charges compared"
+        """In the current language: English on the command line, the page's language in the lab."""
+        compared = _(
+            "%(orders)s paid orders and %(charges)s succeeded charges compared",
+            orders=self.paid_orders,
+            charges=self.succeeded_charges,
+        )
         if self.clean:
-            return f"{compared}: the ledgers agree"
-        counts = ", ".join(f"{len(self.of_kind(kind))} {kind}" for kind in KINDS if self.of_kind(kind))
-        found = len(self.discrepancies)
-        return f"{compared}: {found} discrepanc{'y' if found == 1 else 'ies'} ({counts})"
+            return _("%(compared)s: the ledgers agree", compared=compared)
+        counts = ", ".join(f"{len(self.of_kind(kind))} {_(kind)}" for kind in KINDS if self.of_kind(kind))
+        found = ngettext("%(num)d discrepancy", "%(num)d discrepancies", len(self.discrepancies))
+        return f"{compared}: {found} ({counts})"
 
 
 def _money(cents: int, currency: str) -> str:
-    return format_money(cents, currency) if currency else f"{cents} (no currency)"
+    return format_money(cents, currency) if currency else _("%(cents)s (no currency)", cents=cents)
 
 
 def _paid_orders() -> tuple[int, list[Discrepancy]]:
@@ -96,20 +103,21 @@ def _paid_orders() -> tuple[int, list[Discrepancy]]:
     found: list[Discrepancy] = []
     for row in rows:
         if row.charge_id is None:
-            found.append(Discrepancy(PAID_WITHOUT_CHARGE, row.public_id, None, "the order records no charge"))
+            found.append(Discrepancy(PAID_WITHOUT_CHARGE, row.public_id, None, _("the order records no charge")))
         elif row.found is None:
             found.append(
-                Discrepancy(PAID_WITHOUT_CHARGE, row.public_id, row.charge_id, "the gateway has no such charge")
+                Discrepancy(PAID_WITHOUT_CHARGE, row.public_id, row.charge_id, _("the gateway has no such charge"))
             )
         elif row.status != SUCCEEDED:
-            found.append(Discrepancy(PAID_WITHOUT_CHARGE, row.public_id, row.charge_id, f"the charge is {row.status}"))
+            detail = _("the charge is %(status)s", status=row.status)
+            found.append(Discrepancy(PAID_WITHOUT_CHARGE, row.public_id, row.charge_id, detail))
         elif row.reference != row.public_id:
             found.append(
                 Discrepancy(
                     PAID_WITHOUT_CHARGE,
                     row.public_id,
                     row.charge_id,
-                    f"the charge belongs to another reference ({row.reference})",
+                    _("the charge belongs to another reference (%(reference)s)", reference=row.reference),
                 )
             )
         elif (row.amount_cents, row.charge_currency) != (row.total_cents, row.currency):
@@ -118,8 +126,11 @@ def _paid_orders() -> tuple[int, list[Discrepancy]]:
                     AMOUNTS_DIFFER,
                     row.public_id,
                     row.charge_id,
-                    f"the order is for {_money(row.total_cents, row.currency)}, the charge took "
-                    f"{_money(row.amount_cents, row.charge_currency)}",
+                    _(
+                        "the order is for %(ordered)s, the charge took %(took)s",
+                        ordered=_money(row.total_cents, row.currency),
+                        took=_money(row.amount_cents, row.charge_currency),
+                    ),
                 )
             )
     return len(rows), found
@@ -142,13 +153,17 @@ def _succeeded_charges() -> tuple[int, list[Discrepancy]]:
     ).all()
     found: list[Discrepancy] = []
     for row in rows:
-        took = f"it took {_money(row.amount_cents, row.currency)}"
+        took = _money(row.amount_cents, row.currency)
         if row.status is None:
-            detail = f"the shop has no order {row.reference}; {took}"
+            detail = _("the shop has no order %(order)s; it took %(took)s", order=row.reference, took=took)
         elif row.status not in WAS_PAID:
-            detail = f"its order is {row.status}; {took}"
+            detail = _("its order is %(status)s; it took %(took)s", status=row.status, took=took)
         elif row.charge_id != row.id:
-            detail = f"its order is paid by {row.charge_id or 'no charge'}: this is one more charge; {took}"
+            detail = _(
+                "its order is paid by %(charge)s: this is one more charge; it took %(took)s",
+                charge=row.charge_id or _("no charge"),
+                took=took,
+            )
         else:
             continue
         found.append(Discrepancy(CHARGE_WITHOUT_PAID_ORDER, row.reference, row.id, detail))
