@@ -81,6 +81,7 @@ def create_app(config: Mapping[str, Any] | None = None, *, instance_path: str | 
 
 def register_blueprints(app: Flask) -> None:
     from checkout.lab.mailbox import bp as mailbox_bp
+    from checkout.lab.mistakes.views import bp as mistakes_bp
     from checkout.lab.unsafe import bp as unsafe_bp
     from checkout.lab.views import bp as lab_bp
     from checkout.shop.api import bp as api_bp
@@ -92,6 +93,7 @@ def register_blueprints(app: Flask) -> None:
     for blueprint in (shop_bp, checkout_bp, orders_bp, api_bp, webhooks_bp, lab_bp, unsafe_bp):
         app.register_blueprint(blueprint)
     app.register_blueprint(mailbox_bp)
+    app.register_blueprint(mistakes_bp)
 
 
 def register_template_helpers(app: Flask) -> None:

@@ -10,6 +10,9 @@ Retry-After, and never retries any other 4xx: those need a changed request.
 
 ``--wrong-way`` makes a new key for every retry: the classic mistake. Against
 a lost answer (card 4000 0000 0000 0259) it charges twice.
+
+``--path`` sends to another endpoint with the same body and headers: the lab's
+wrong twins, ``/api/lab/mistakes/<name>/orders`` (see /lab/mistakes).
 """
 
 from __future__ import annotations
@@ -135,6 +138,11 @@ def main(argv: list[str] | None = None) -> int:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     parser.add_argument("--url", default="http://127.0.0.1:5000", help="the shop")
+    parser.add_argument(
+        "--path",
+        default="/api/orders",
+        help="the endpoint, on the shop; a lab mistake's wrong twin is /api/lab/mistakes/<name>/orders",
+    )
     parser.add_argument("--token", default="demo-alice-token", help="the API token (Authorization: Bearer ...)")
     parser.add_argument("--sku", default="MUG-01", help="the product to order")
     parser.add_argument("--quantity", type=int, default=1, help="how many (1 to 99)")
@@ -170,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         max_attempts=args.attempts,
         timeout=args.timeout,
         wrong_way=args.wrong_way,
+        path=args.path,
         log=print,
     )
     print(result.body.decode(errors="replace"))

@@ -156,10 +156,10 @@ def _aware(value: datetime) -> datetime:
 
 
 def totals(found: list[Purchase]) -> tuple[dict[str, Totals], Totals]:
-    """Totals per checkout path (safe, unsafe, ...) and over everything."""
+    """Totals per checkout path and over everything: safe first, then unsafe, then the lab's mistakes."""
     by_path: dict[str, Totals] = {}
     overall = Totals()
     for purchase in found:
         by_path.setdefault(purchase.path, Totals()).add(purchase)
         overall.add(purchase)
-    return dict(sorted(by_path.items())), overall
+    return dict(sorted(by_path.items(), key=lambda item: (item[0] != "safe", item[0] != "unsafe", item[0]))), overall
