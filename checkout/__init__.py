@@ -49,6 +49,7 @@ def create_app(config: Mapping[str, Any] | None = None, *, instance_path: str | 
     from checkout.gateway import Gateway
     from checkout.gateway import models as _gateway_models  # noqa: F401
     from checkout.idempotency import models as _idempotency_models  # noqa: F401
+    from checkout.lab.mistakes import models as _mistake_models  # noqa: F401
     from checkout.mail import models as _mail_models  # noqa: F401
     from checkout.shop import models as _shop_models  # noqa: F401
 
@@ -88,6 +89,7 @@ def create_app(config: Mapping[str, Any] | None = None, *, instance_path: str | 
 def register_blueprints(app: Flask) -> None:
     from checkout.lab.legacy import bp as legacy_gateway_bp
     from checkout.lab.mailbox import bp as mailbox_bp
+    from checkout.lab.mistakes.views import bp as mistakes_bp
     from checkout.lab.reconciliation import bp as reconciliation_bp
     from checkout.lab.stores import api_bp as redis_store_api_bp
     from checkout.lab.stores import bp as redis_store_bp
@@ -106,6 +108,7 @@ def register_blueprints(app: Flask) -> None:
     app.register_blueprint(openapi_bp)
     for blueprint in (legacy_gateway_bp, redis_store_api_bp, redis_store_bp, reconciliation_bp):
         app.register_blueprint(blueprint)
+    app.register_blueprint(mistakes_bp)
 
 
 def register_template_helpers(app: Flask) -> None:

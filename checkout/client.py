@@ -10,6 +10,10 @@ Retry-After, and never retries any other 4xx: those need a changed request.
 
 ``--wrong-way`` makes a new key for every retry: the classic mistake. Against
 a lost answer (card 4000 0000 0000 0259) it charges twice.
+
+``--path`` sends to another endpoint with the same body and headers: the lab's
+wrong twins, ``/api/lab/mistakes/<name>/orders`` (see /lab/mistakes), or its
+variants of the safe path (the Redis store, the legacy gateway).
 """
 
 from __future__ import annotations
@@ -135,6 +139,12 @@ def main(argv: list[str] | None = None) -> int:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     parser.add_argument("--url", default="http://127.0.0.1:5000", help="the shop")
+    parser.add_argument(
+        "--path",
+        default="/api/orders",
+        help="where to POST, on the shop: a lab mistake's wrong twin (/api/lab/mistakes/<name>/orders), the Redis "
+        "store (/api/lab/stores/redis/orders) or the legacy gateway (/api/lab/legacy-gateway/orders)",
+    )
     parser.add_argument("--token", default="demo-alice-token", help="the API token (Authorization: Bearer ...)")
     parser.add_argument("--sku", default="MUG-01", help="the product to order")
     parser.add_argument("--quantity", type=int, default=1, help="how many (1 to 99)")
@@ -147,9 +157,6 @@ def main(argv: list[str] | None = None) -> int:
         "--purchase",
         default=None,
         help="the purchase reference the lab counts money by, the same on every retry (default: a new UUID4)",
-    )
-    parser.add_argument(
-        "--path", default="/api/orders", help="where to POST: /api/orders, or a lab variant (the legacy gateway's)"
     )
     parser.add_argument("--attempts", type=int, default=8, help="give up after this many attempts")
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for each answer")

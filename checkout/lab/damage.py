@@ -26,6 +26,14 @@ from checkout.extensions import db
 from checkout.gateway import SUCCEEDED, GatewayCharge
 from checkout.shop.models import DECLINED, Customer, Order
 
+# The checkout paths that keep every defence (the shop's own, and the lab's safe variants of it: records
+# in Redis, a gateway without keys looked up by reference). Every other path is a wrong twin, on purpose.
+PROTECTED_PATHS = frozenset({"safe", "store:redis", "legacy-gateway"})
+
+
+def is_protected(path: str) -> bool:
+    return path in PROTECTED_PATHS
+
 
 @dataclass(frozen=True)
 class Purchase:
@@ -156,10 +164,10 @@ def _aware(value: datetime) -> datetime:
 
 
 def totals(found: list[Purchase]) -> tuple[dict[str, Totals], Totals]:
-    """Totals per checkout path (safe, unsafe, ...) and over everything."""
+    """Totals per checkout path and over everything: safe first, then unsafe, then the lab's mistakes."""
     by_path: dict[str, Totals] = {}
     overall = Totals()
     for purchase in found:
         by_path.setdefault(purchase.path, Totals()).add(purchase)
         overall.add(purchase)
-    return dict(sorted(by_path.items())), overall
+    return dict(sorted(by_path.items(), key=lambda item: (item[0] != "safe", item[0] != "unsafe", item[0]))), overall

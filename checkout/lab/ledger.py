@@ -10,6 +10,7 @@ import sqlalchemy as sa
 from checkout.extensions import db
 from checkout.gateway import GatewayCharge, GatewayEvent
 from checkout.idempotency import IdempotencyEvent, IdempotencyRecord
+from checkout.lab import damage
 from checkout.shop.models import HOLDS_STOCK, Customer, Order, OrderItem, Product, Refund, WebhookReceipt
 
 LIMIT = 200
@@ -63,7 +64,7 @@ def ledger(limit: int = LIMIT) -> dict[str, list[dict[str, Any]]]:
                 "currency": o.currency,
                 "charge_id": o.charge_id,
                 "path": o.path,
-                "unsafe": o.path != "safe",
+                "unsafe": not damage.is_protected(o.path),
                 "purchase": o.purchase_ref,
                 "created_at": _iso(o.created_at),
             }

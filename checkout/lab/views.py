@@ -33,6 +33,7 @@ from checkout.lab.ledger import (
     totals,
     webhook_list,
 )
+from checkout.lab.mistakes.catalog import MISTAKES
 from checkout.shop import orders
 from checkout.shop.forms import EmptyForm
 from checkout.shop.identity import browser_identity
@@ -59,6 +60,15 @@ def damage_json() -> Response:
         {
             "totals": overall.to_json(),
             "by_path": {path: total.to_json() for path, total in by_path.items()},
+            # Each of the lab's wrong twins on its own (its path's totals, zero until it is used), with its page.
+            "mistakes": {
+                mistake.name: {
+                    **by_path.get(mistake.path, damage.Totals()).to_json(),
+                    "path": mistake.path,
+                    "page": url_for("mistakes.show", name=mistake.name),
+                }
+                for mistake in MISTAKES
+            },
             "purchases": [purchase.to_json() for purchase in found[:RECENT_PURCHASES]],
         }
     )
@@ -87,6 +97,7 @@ def _live_context() -> dict[str, Any]:
         "key": key,
         "mine": mine,
         "record": record,
+        "protected_paths": damage.PROTECTED_PATHS,
         "holder_pid": controls.holder_pid(record) if record else None,
         "focus_order": orders.by_public_id(record.reference) if record and record.reference else None,
         "timeline": timeline(key) if key else [],

@@ -107,8 +107,13 @@ def test_every_lab_page_passes_axe_and_fits_the_screen(sized_page: Page, live_se
         ("/lab/mailbox", "mailbox"),
         ("/lab/stores/redis", "the Redis store"),
         ("/lab/reconciliation", "reconciliation"),
+        ("/lab/mistakes", "mistakes"),
+        ("/lab/mistakes/check-then-insert", "a mistake"),
     )
     for path, where in lab_pages:
         page.goto(url + path)
         check(page, where, problems)
+    page.get_by_test_id("send-wrong").click()  # the mistake's form, sent: its answers are shown
+    expect(page.get_by_test_id("sent-answer")).to_have_count(1)
+    check(page, "a mistake with its answers", problems)
     assert problems == [], "\n".join(problems)

@@ -1,0 +1,235 @@
+"""The mistakes in the lab: the nine wrong twins' API, their pages, and a form that sends their triggers.
+
+- ``POST /api/lab/mistakes/<name>/orders``: the twin, with the body and headers
+  of ``POST /api/orders`` and its answers to bad input;
+- ``GET /lab/mistakes``: the nine, each with its damage so far;
+- ``GET /lab/mistakes/<name>``: what the mistake is, how to trigger it, what
+  to look for, where the fix lives, and the twin's code;
+- ``POST /lab/mistakes/<name>/send``: the page's form. It sends the request
+  over HTTP to this very shop, as a client would (so under ``make serve`` it
+  lands on any of the workers), to the twin or to the safe endpoint, then
+  shows the answers on the page.
+
+All of it answers 404 when the lab is off.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import urllib.error
+import urllib.request
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from flask import Blueprint, Response, abort, redirect, render_template, request, session, url_for
+from flask.typing import ResponseReturnValue
+from flask_wtf import FlaskForm
+from wtforms import IntegerField, SelectField, StringField, SubmitField
+from wtforms.validators import DataRequired, Length, NumberRange
+
+from checkout.extensions import csrf
+from checkout.gateway.cards import TEST_CARDS, pretty
+from checkout.lab import damage, lab_only
+from checkout.lab.mistakes.catalog import BY_NAME, MISTAKES, SAFE_ENDPOINT, Mistake
+from checkout.lab.mistakes.plumbing import WORKER_HEADER, PaymentUnconfirmed, read_attempt, unconfirmed, with_worker
+from checkout.problems import problem
+from checkout.shop.seed import DEMO_CUSTOMERS
+
+bp = lab_only(Blueprint("mistakes", __name__))
+
+TOKENS = {name: token for name, _public, token in DEMO_CUSTOMERS}
+SENT = "mistakes_sent"  # the session's last answers of the form, across the nine pages
+KEYS = "mistakes_keys"  # the form's key, per mistake: pressing Send again is a retry
+FORM = "mistakes_form"  # the form's other fields, as last sent
+REMEMBERED = 8
+MAX_COPIES = 10
+SEND_TIMEOUT_SECONDS = 30.0  # longer than the very slow card
+
+
+@bp.post("/api/lab/mistakes/<name>/orders")
+def place(name: str) -> Response:
+    mistake = BY_NAME.get(name)
+    if mistake is None:
+        return problem(404, "No such mistake", f"The lab's mistakes are: {', '.join(BY_NAME)}.")
+    attempt = read_attempt(name, takes_key=mistake.takes_key)
+    if isinstance(attempt, Response):
+        return attempt
+    try:
+        response = mistake.handle(attempt)
+    except PaymentUnconfirmed as error:
+        response = unconfirmed(error, attempt.key)
+    return with_worker(response)
+
+
+csrf.exempt(place)  # bearer tokens are not cookies: no CSRF to forge (as the real API)
+
+
+# --- the pages -------------------------------------------------------------------------------
+
+
+def _damage() -> dict[str, damage.Totals]:
+    by_path, _overall = damage.totals(damage.purchases())
+    return by_path
+
+
+@bp.get("/lab/mistakes")
+def index() -> ResponseReturnValue:
+    return render_template("lab/mistakes.html", mistakes=MISTAKES, damage=_damage(), empty=damage.Totals())
+
+
+def _mistake(name: str) -> Mistake:
+    mistake = BY_NAME.get(name)
+    if mistake is None:
+        abort(404)
+    return mistake
+
+
+class SendForm(FlaskForm):  # type: ignore[misc]  # Flask-WTF ships no type information
+    """One request (or a storm of copies) to the twin or to the safe endpoint, as Alice or Bob."""
+
+    # Plain values as choices (WTForms 3.3 deprecates tuples; its type stubs still expect them).
+    customer = SelectField("Customer", choices=list(TOKENS))  # type: ignore[arg-type]
+    key = StringField(
+        "Idempotency-Key",
+        validators=[DataRequired("Give a key."), Length(16, 255, "A key is 16 to 255 characters.")],
+    )
+    card = SelectField("Card", choices=[pretty(digits) for digits in TEST_CARDS])  # type: ignore[misc]
+    quantity = IntegerField("Mugs", default=2, validators=[NumberRange(1, 99, "From 1 to 99 mugs.")])
+    copies = IntegerField(
+        "Copies at once", default=1, validators=[NumberRange(1, MAX_COPIES, f"From 1 to {MAX_COPIES} copies.")]
+    )
+    wrong = SubmitField("Send to the wrong twin")
+    safe = SubmitField("Send to the safe POST /api/orders")
+    new_key = SubmitField("New key")
+
+
+CARD_HINT = "…0259: the answer is lost once; …0119: the gateway is down once; …0077: slow; …0002: declined."
+CUSTOMER_HINT = "The demo customers, each with their own API token."
+
+
+def _new_key(name: str) -> str:
+    key = str(uuid.uuid4())
+    session[KEYS] = {**session.get(KEYS, {}), name: key}
+    return key
+
+
+def _form_for(name: str) -> SendForm:
+    last = session.get(FORM, {})
+    return SendForm(
+        formdata=None,
+        customer=last.get("customer", "alice"),
+        key=session.get(KEYS, {}).get(name) or _new_key(name),
+        card=last.get("card", pretty("4242424242424242")),
+        quantity=last.get("quantity", 2),
+        copies=last.get("copies", 1),
+    )
+
+
+def _page(mistake: Mistake, form: SendForm, status: int = 200) -> ResponseReturnValue:
+    at = MISTAKES.index(mistake)
+    by_path = _damage()
+    return render_template(
+        "lab/mistake.html",
+        mistake=mistake,
+        form=form,
+        card_hint=CARD_HINT,
+        customer_hint=CUSTOMER_HINT,
+        sent=[entry for entry in session.get(SENT, []) if entry["mistake"] == mistake.name],
+        twin=by_path.get(mistake.path, damage.Totals()),
+        safe=by_path.get("safe", damage.Totals()),
+        previous=MISTAKES[at - 1] if at > 0 else None,
+        following=MISTAKES[at + 1] if at + 1 < len(MISTAKES) else None,
+    ), status
+
+
+@bp.get("/lab/mistakes/<name>")
+def show(name: str) -> ResponseReturnValue:
+    return _page(_mistake(name), _form_for(name))
+
+
+@bp.post("/lab/mistakes/<name>/send")
+def send(name: str) -> ResponseReturnValue:
+    mistake = _mistake(name)
+    form = SendForm()
+    if form.new_key.data:
+        _new_key(name)
+        return redirect(url_for("mistakes.show", name=name, _anchor="try-it"), 303)
+    if not form.validate():
+        return _page(mistake, form, 422)
+    session[KEYS] = {**session.get(KEYS, {}), name: (form.key.data or "").strip()}
+    session[FORM] = {
+        "customer": form.customer.data,
+        "card": form.card.data,
+        "quantity": form.quantity.data,
+        "copies": form.copies.data,
+    }
+    target = "safe" if form.safe.data else "wrong"
+    answers = _send_copies(mistake, target, form)
+    entries = [_entry(mistake.name, target, form, status, headers, body) for status, headers, body in answers]
+    session[SENT] = [*session.get(SENT, []), *entries][-REMEMBERED:]
+    return redirect(url_for("mistakes.show", name=name, _anchor="requests"), 303)
+
+
+def _send_copies(mistake: Mistake, target: str, form: SendForm) -> list[tuple[int, dict[str, str], bytes]]:
+    """Send ``copies`` identical requests at the same instant (a barrier, not a sleep), over HTTP to this shop."""
+    key = (form.key.data or "").strip()
+    url = request.url_root.rstrip("/") + ("/api/orders" if target == "safe" else mistake.url)
+    body = json.dumps(
+        {
+            "items": [{"sku": "MUG-01", "quantity": form.quantity.data}],
+            "email": f"{form.customer.data}@example.com",
+            "card_number": form.card.data,
+            # One purchase per key, for the damage table: every retry and every copy is the same purchase.
+            "purchase": "lab-form-" + hashlib.sha256(key.encode()).hexdigest()[:16],
+        }
+    ).encode()
+    headers = {
+        "Content-Type": "application/json",
+        "Authorization": f"Bearer {TOKENS[form.customer.data]}",
+        "Idempotency-Key": key,
+    }
+    copies = form.copies.data or 1
+    barrier = threading.Barrier(copies)
+
+    def one(_index: int) -> tuple[int, dict[str, str], bytes]:
+        barrier.wait()
+        outgoing = urllib.request.Request(url, data=body, method="POST", headers=headers)
+        try:
+            with urllib.request.urlopen(outgoing, timeout=SEND_TIMEOUT_SECONDS) as answer:
+                return answer.status, dict(answer.headers), answer.read()
+        except urllib.error.HTTPError as error:
+            with error:
+                return error.code, dict(error.headers), error.read()
+        except OSError as error:
+            return 0, {}, json.dumps({"title": f"No answer: {error}"}).encode()
+
+    with ThreadPoolExecutor(max_workers=copies) as pool:
+        return list(pool.map(one, range(copies)))
+
+
+def _entry(name: str, target: str, form: SendForm, status: int, headers: dict[str, str], body: bytes) -> dict[str, Any]:
+    """What the page shows of one answer (kept small: it lives in the session cookie)."""
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        parsed = {}
+    parsed = parsed if isinstance(parsed, dict) else {}
+    if "id" in parsed:
+        items = ", ".join(f"{item['quantity']} × {item['sku']}" for item in parsed.get("items", []))
+        said = f"{parsed.get('status', '')}: {items}, {parsed.get('email', '')}, card …{parsed.get('card_last4', '')}"
+    else:
+        said = str(parsed.get("title") or parsed.get("detail") or parsed.get("status") or "")
+    return {
+        "mistake": name,
+        "target": "wrong twin" if target == "wrong" else SAFE_ENDPOINT,
+        "customer": form.customer.data,
+        "key": (form.key.data or "").strip()[:8],
+        "status": status,
+        "replayed": headers.get("Idempotent-Replayed") == "true",
+        "order": str(parsed.get("id") or parsed.get("order_id") or ""),
+        "said": said[:90],
+        "worker": headers.get(WORKER_HEADER, "").rsplit(":", 1)[-1],
+    }
