@@ -52,6 +52,9 @@ PAGES = {
     "unsafe.show": N_("The unsafe checkout"),
     "shop.catalog": N_("The shop"),
     "shop.cart": N_("Your cart"),
+    "redis_store.page": N_("The Redis store"),
+    "mistakes.index": N_("The mistakes"),
+    "reconciliation.page": N_("Reconciliation"),
 }
 
 
@@ -415,8 +418,8 @@ CONCEPTS = (
                 "process that has never seen the key, and pays again."
             ),
             N_(
-                "The lab will show a Redis store and the memory-store mistake side by side with this one, on the lab’s "
-                "mistakes page."
+                "The lab has both beside this one: a Redis store of the same records, whose losses the orders’ own "
+                "unique constraint survives, and the memory-store mistake, which pays once per worker."
             ),
         ),
         (
@@ -444,6 +447,16 @@ CONCEPTS = (
                 ),
             ),
             InApp(
+                "checkout/lab/redis_store.py",
+                "RedisStore",
+                N_("the same records in Redis: a claim is `SET NX` with an expiry, outside the order’s transaction"),
+            ),
+            InApp(
+                "checkout/lab/mistakes/memory_store.py",
+                None,
+                N_("the mistake: keys in one worker’s memory, so each worker pays once"),
+            ),
+            InApp(
                 "checkout/idempotency/engine.py",
                 "_waiting_slot",
                 N_("one worker’s memory, on purpose: it only bounds how many duplicates wait, and decides nothing"),
@@ -464,8 +477,10 @@ CONCEPTS = (
                 exercise="killed-worker",
             ),
             InLab(
-                N_("the lab’s mistakes page: a Redis store and the memory-store mistake, side by side with this one")
+                N_("the same records in Redis: forget them mid-run, and the damage still reads $0.00"),
+                page="redis_store.page",
             ),
+            InLab(N_("the memory-store mistake: one order per worker that answers"), page="mistakes.index"),
         ),
         (
             "tests/test_failures.py::test_a_crash_inside_the_claims_transaction_leaves_no_record_and_no_order",
