@@ -22,6 +22,7 @@ from urllib.parse import urlencode
 
 import flask_babel
 from babel.dates import format_datetime
+from babel.numbers import format_decimal
 from flask import Flask, has_request_context, request, session
 from flask_babel import Babel, get_locale
 
@@ -83,6 +84,11 @@ def translated(text: str) -> str:
     return _(text) if text else text
 
 
+def format_number(value: int) -> str:
+    """100,000 in English, 100 000 in Ukrainian and Russian."""
+    return format_decimal(value, locale=current_language())
+
+
 def language_url(code: str) -> str:
     """This page in another language (the switcher's links): the same path and query, with ``lang``."""
     args = {name: value for name, value in request.args.items() if name != "lang"}
@@ -96,6 +102,7 @@ def register_i18n(app: Flask) -> None:
     Babel(app, locale_selector=select_locale)
     app.add_template_filter(format_when, "when")
     app.add_template_filter(translated, "t")
+    app.add_template_filter(format_number, "number")
 
     @app.before_request
     def _remember_the_asked_language() -> None:

@@ -2,6 +2,7 @@
 // (/lab/live) and swaps it in, so the page never reloads and the scroll position
 // stays. "Pause updates" stops that (remembered for this browser), for a teacher
 // who wants to point at something. Copy buttons copy the full value of a shortened id.
+// The words come from the page (data-* attributes), in the page's language.
 (function () {
   "use strict";
   var live = document.getElementById("lab-live");
@@ -10,11 +11,15 @@
   var SECONDS = 3;
   var paused = window.localStorage.getItem("lab-paused") === "1";
 
+  function word(element, name, fallback) {
+    return (element && element.getAttribute("data-" + name)) || fallback;
+  }
+
   function show() {
     if (!toggle || !state) { return; }
-    toggle.textContent = paused ? "Resume updates" : "Pause updates";
+    toggle.textContent = paused ? word(toggle, "resume", "Resume updates") : word(toggle, "pause", "Pause updates");
     toggle.setAttribute("aria-pressed", paused ? "true" : "false");
-    state.textContent = paused ? "Updates paused." : "Updating every " + SECONDS + " seconds.";
+    state.textContent = paused ? word(state, "paused", "Updates paused.") : word(state, "running", "Updating.");
   }
 
   function refresh() {
@@ -37,8 +42,9 @@
     var button = event.target.closest ? event.target.closest("button.copy") : null;
     if (!button || !navigator.clipboard) { return; }
     navigator.clipboard.writeText(button.getAttribute("data-copy")).then(function () {
-      button.textContent = "Copied";
-      window.setTimeout(function () { button.textContent = "Copy"; }, 1500);
+      var copy = button.textContent;
+      button.textContent = word(button, "copied", "Copied");
+      window.setTimeout(function () { button.textContent = copy; }, 1500);
     });
   });
   show();

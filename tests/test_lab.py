@@ -260,4 +260,4 @@ def test_the_lab_says_when_the_webhook_paid_the_latest_payment_whose_answer_was_
     signed_post(client, event_of(Ledger(app), "charge.succeeded"))
     focus = client.get("/lab/live").get_data(as_text=True)
     assert 'data-testid="focus-order-status">paid<' in focus
-    assert "The order is already paid: the gateway's webhook finished it" in focus
+    assert "The order is already paid: the gateway’s webhook finished it" in focus

@@ -9,6 +9,7 @@ import sqlalchemy as sa
 
 from checkout.extensions import db
 from checkout.gateway import GatewayCharge, GatewayEvent
+from checkout.i18n import N_
 from checkout.idempotency import IdempotencyEvent, IdempotencyRecord
 from checkout.lab import damage
 from checkout.shop.models import HOLDS_STOCK, Customer, Order, OrderItem, Product, Refund, WebhookReceipt
@@ -99,11 +100,19 @@ def ledger(limit: int = LIMIT) -> dict[str, list[dict[str, Any]]]:
 
 # What each counter means, for a workshop reading the lab on a projector.
 COUNTERS = {
-    "replays": ("replayed", "a retry got the stored answer back, byte for byte"),
-    "conflicts": ("conflict", "a duplicate arrived while the first request was still running"),
-    "mismatches": ("mismatch", "a key came back with a different body, and was refused"),
-    "resumptions": ("resumed", "a retry took over a payment left unfinished, from its recovery point"),
-    "reconciled": ("reconcile_started", "reconcile took over a payment nobody was finishing"),
+    "replays": ("replayed", N_("a retry got the stored answer back, byte for byte")),
+    "conflicts": ("conflict", N_("a duplicate arrived while the first request was still running")),
+    "mismatches": ("mismatch", N_("a key came back with a different body, and was refused")),
+    "resumptions": ("resumed", N_("a retry took over a payment left unfinished, from its recovery point")),
+    "reconciled": ("reconcile_started", N_("reconcile took over a payment nobody was finishing")),
+}
+# What the lab's counters are called on the page (the keys above stay identifiers, in data-testid).
+COUNTER_LABELS = {
+    "replays": N_("replays"),
+    "conflicts": N_("conflicts"),
+    "mismatches": N_("mismatches"),
+    "resumptions": N_("resumptions"),
+    "reconciled": N_("reconciled"),
 }
 
 

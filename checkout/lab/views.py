@@ -23,6 +23,7 @@ from checkout.lab import controls, damage, lab_only
 from checkout.lab.concepts import CONCEPTS, PAGES
 from checkout.lab.exercises import EXERCISES
 from checkout.lab.ledger import (
+    COUNTER_LABELS,
     COUNTERS,
     counters,
     latest_key_of,
@@ -91,6 +92,7 @@ def _live_context() -> dict[str, Any]:
         "ledger": ledger(),
         "counters": counters(),
         "counter_meanings": {name: meaning for name, (_event, meaning) in COUNTERS.items()},
+        "counter_labels": COUNTER_LABELS,
         "purchases": found[:RECENT_PURCHASES],
         "damage_by_path": by_path,
         "damage_total": overall,
