@@ -18,6 +18,7 @@ from pathlib import Path
 
 from flask import session
 
+from checkout.i18n import _
 from checkout.idempotency import RecordView
 
 GUARD_OFF = "lab_button_guard_off"
@@ -59,20 +60,21 @@ def kill_holder(view: RecordView, *, under_gunicorn: bool) -> tuple[str, str]:
     "none" (nothing to kill, with the reason).
     """
     if not view.lease_live or not view.lease_holder:
-        return "none", "Nobody holds this key's lease right now: the payment is not running in any worker."
+        return "none", _("Nobody holds this key’s lease right now: the payment is not running in any worker.")
     pid = holder_pid(view)
     if pid is None:
-        return "none", f"The worker holding this key ({view.lease_holder}) runs on another machine."
+        return "none", _("The worker holding this key (%(holder)s) runs on another machine.", holder=view.lease_holder)
     if not under_gunicorn:
-        return "none", (
+        return "none", _(
             "This shop runs as a single process (make run): killing the worker would kill the whole shop. "
-            f"Serve it with several workers (make serve), or run kill -9 {pid} yourself to see that happen."
+            "Serve it with several workers (make serve), or run kill -9 %(pid)s yourself to see that happen.",
+            pid=pid,
         )
-    message = f"Killed worker {pid} with SIGKILL, as kill -9 {pid} would. Its lease runs out on its own."
+    message = _("Killed worker %(pid)s with SIGKILL, as kill -9 %(pid)s would. Its lease runs out on its own.", pid=pid)
     if pid == os.getpid():
         return "self", message
     if _parent_of(pid) != os.getppid():
-        return "none", f"Process {pid} is not a worker of this server; the lab kills only its own workers."
+        return "none", _("Process %(pid)s is not a worker of this server; the lab kills only its own workers.", pid=pid)
     os.kill(pid, signal.SIGKILL)
     return "sibling", message
 

@@ -290,7 +290,7 @@ def status(app: Flask | None = None) -> StoreStatus:
     app = app or current_app
     url = str(app.config["CHECKOUT_REDIS_URL"])
     if not url:
-        return StoreStatus(False, False, "", "CHECKOUT_REDIS_URL is not set")
+        return StoreStatus(False, False, "", N_("CHECKOUT_REDIS_URL is not set"))
     try:
         store(app).client.ping()
     except (redis.RedisError, ValueError) as error:

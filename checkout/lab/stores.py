@@ -9,6 +9,7 @@ from flask import Blueprint, Response, flash, redirect, render_template, url_for
 from flask.typing import ResponseReturnValue
 
 from checkout.extensions import csrf, db
+from checkout.i18n import _, ngettext
 from checkout.idempotency import Scope
 from checkout.lab import damage, lab_only
 from checkout.lab.api_twins import read_order
@@ -112,16 +113,21 @@ def page() -> ResponseReturnValue:
 def forget() -> ResponseReturnValue:
     form = EmptyForm()
     if not form.validate():
-        flash("The form expired: press the button again.", "error")
+        flash(_("The form expired: press the button again."), "error")
         return redirect(url_for("redis_store.page"), 303)
     try:
         removed = store().forget_all()
     except (RedisUnavailable, redis.RedisError) as error:
-        flash(f"Redis did not answer: {error}", "error")
+        flash(_("Redis did not answer: %(error)s", error=error), "error")
     else:
         flash(
-            f"Redis forgot {removed} record{'' if removed == 1 else 's'} of this store. A retry now claims its key "
-            "again; the orders' unique key in the database still finds the order it placed.",
+            ngettext(
+                "Redis forgot %(num)d record of this store. A retry now claims its key again; the orders’ unique "
+                "key in the database still finds the order it placed.",
+                "Redis forgot %(num)d records of this store. A retry now claims its key again; the orders’ unique "
+                "key in the database still finds the order it placed.",
+                removed,
+            ),
             "success",
         )
     return redirect(url_for("redis_store.page"), 303)

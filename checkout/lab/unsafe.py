@@ -25,6 +25,7 @@ from wtforms import HiddenField
 from checkout.database import utcnow
 from checkout.extensions import csrf_exempt
 from checkout.gateway import CardDeclined, GatewayError
+from checkout.i18n import _
 from checkout.lab import lab_only
 from checkout.problems import json_bytes, problem
 from checkout.shop import carts, emails, parsing, stock
@@ -160,13 +161,15 @@ def pay() -> ResponseReturnValue:
         purchase = form.purchase.data if parsing.is_purchase(form.purchase.data) else None
         order = place_unsafely(customer_id, cart.lines(), form.normalized_email(), form.card_digits(), purchase)
     except OutOfStock:
-        return _render(form, 422, error="Sold out. (Even the unsafe checkout cannot sell what it does not have.)")
+        return _render(form, 422, error=_("Sold out. (Even the unsafe checkout cannot sell what it does not have.)"))
     except GatewayError:
         return _render(
             form,
             503,
-            error="The gateway failed. (The unsafe checkout has no way to resume: "
-            "pressing Pay again starts a brand-new payment.)",
+            error=_(
+                "The gateway failed. (The unsafe checkout has no way to resume: "
+                "pressing Pay again starts a brand-new payment.)"
+            ),
         )
     _empty_cart(cart.id)
     return redirect(url_for("orders.show", order_id=order.public_id), 303)

@@ -130,9 +130,9 @@ def button_guard() -> ResponseReturnValue:
     on = request.form.get("guard") == "on"
     controls.set_button_guard(on)
     flash(
-        "The Pay button guard is on again for this browser."
+        _("The Pay button guard is on again for this browser.")
         if on
-        else "The Pay button guard is off for this browser: a double click now sends two payments to the server.",
+        else _("The Pay button guard is off for this browser: a double click now sends two payments to the server."),
         "info",
     )
     return redirect(url_for("lab.index"), 303)
@@ -143,7 +143,7 @@ def kill_worker() -> ResponseReturnValue:
     key = request.form.get("key", "")
     record = peek(Scope(browser_identity(), BROWSER_ENDPOINT, key)) if key else None
     if record is None:
-        flash("There is no payment with that key in this browser.", "error")
+        flash(_("There is no payment with that key in this browser."), "error")
         return redirect(url_for("lab.index"), 303)
     under_gunicorn = request.environ.get("SERVER_SOFTWARE", "").startswith("gunicorn")
     action, message = controls.kill_holder(record, under_gunicorn=under_gunicorn)
@@ -164,9 +164,10 @@ def _shop_webhook_url() -> str:
 def deliver_webhooks() -> ResponseReturnValue:
     done = deliverer(current_app).deliver_due(_shop_webhook_url())
     if done:
-        flash("Delivered: " + "; ".join(f"{d.type} {d.event_id[:12]}… → {d.status}" for d in done), "success")
+        delivered = "; ".join(f"{d.type} {d.event_id[:12]}… → {d.status}" for d in done)
+        flash(_("Delivered: %(events)s", events=delivered), "success")
     else:
-        flash("No gateway event was due: every one is delivered, or waiting for its next attempt.", "info")
+        flash(_("No gateway event was due: every one is delivered, or waiting for its next attempt."), "info")
     return redirect(url_for("lab.index"), 303)
 
 
@@ -174,9 +175,17 @@ def deliver_webhooks() -> ResponseReturnValue:
 def redeliver_webhook(event_id: str) -> ResponseReturnValue:
     done = deliverer(current_app).redeliver(event_id, _shop_webhook_url())
     if done is None:
-        flash("There is no gateway event with that id.", "error")
+        flash(_("There is no gateway event with that id."), "error")
     else:
-        flash(f"Delivered {done.type} {done.event_id[:12]}… again: the shop answered {done.status}.", "success")
+        flash(
+            _(
+                "Delivered %(type)s %(event)s… again: the shop answered %(status)s.",
+                type=done.type,
+                event=done.event_id[:12],
+                status=done.status,
+            ),
+            "success",
+        )
     return redirect(url_for("lab.index"), 303)
 
 
@@ -185,9 +194,12 @@ def reconcile_now() -> ResponseReturnValue:
     results = reconcile(gateway(), idempotency_settings())
     done = [r for r in results if r.outcome != "skipped"]
     if done:
-        flash("Reconcile finished: " + "; ".join(f"{r.order_id or r.key}: {r.outcome}" for r in done), "success")
+        finished = "; ".join(f"{r.order_id or r.key}: {r.outcome}" for r in done)
+        flash(_("Reconcile finished: %(payments)s", payments=finished), "success")
     else:
-        flash("Reconcile found nothing abandoned: every payment is finished, or its lease has not run out yet.", "info")
+        flash(
+            _("Reconcile found nothing abandoned: every payment is finished, or its lease has not run out yet."), "info"
+        )
     return redirect(url_for("lab.index"), 303)
 
 

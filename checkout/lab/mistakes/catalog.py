@@ -10,12 +10,12 @@ a fix exists, and does every trigger against the twin and the safe endpoint.
 from __future__ import annotations
 
 import inspect
-import re
 from dataclasses import dataclass
 from types import ModuleType
 
 from flask import Response
 
+from checkout.i18n import N_
 from checkout.lab.mistakes import (
     check_then_insert,
     key_after_operation,
@@ -27,6 +27,7 @@ from checkout.lab.mistakes import (
     no_stored_result,
     unscoped_key,
 )
+from checkout.lab.mistakes.docstrings import FIX_OPENING, MISTAKE_OPENING, capitalised, first_line, paragraph, title_of
 from checkout.lab.mistakes.plumbing import Attempt, endpoint_of, path_of
 
 SAFE_ENDPOINT = "POST /api/orders"
@@ -56,16 +57,15 @@ class Mistake:
     @property
     def title(self) -> str:
         """The mistake in one line (its module docstring's first line, after the name)."""
-        return _first_line(self.module).split(": ", 1)[1].rstrip(".")
+        return title_of(_first_line(self.module))
 
     @property
     def what(self) -> str:
-        text = _paragraph(self.module, "THE MISTAKE:")
-        return text[:1].upper() + text[1:]
+        return capitalised(_paragraph(self.module, MISTAKE_OPENING))
 
     @property
     def fix(self) -> str:
-        return _paragraph(self.module, "THE FIX in the safe code:")
+        return _paragraph(self.module, FIX_OPENING)
 
     @property
     def takes_key(self) -> bool:
@@ -97,55 +97,63 @@ class Mistake:
 
 
 def _first_line(module: ModuleType) -> str:
-    return (module.__doc__ or "").strip().splitlines()[0]
+    return first_line(module.__doc__ or "")
 
 
 def _paragraph(module: ModuleType, opening: str) -> str:
-    """The docstring's paragraph that starts with ``opening``, as one line of text (without the opening)."""
-    for paragraph in re.split(r"\n\s*\n", module.__doc__ or ""):
-        text = " ".join(paragraph.split())
-        if text.startswith(opening):
-            return text[len(opening) :].strip()
-    raise ValueError(f"{module.__name__}: its docstring has no paragraph starting {opening!r}")
+    text = paragraph(module.__doc__ or "", opening)
+    if text is None:
+        raise ValueError(f"{module.__name__}: its docstring has no paragraph starting {opening!r}")
+    return text
 
 
 def _client(name: str, *options: str) -> str:
     return f"{CLIENT} --path /api/lab/mistakes/{name}/orders " + " ".join(options)
 
 
-_SAFE_TOO = "Then do the same with “Send to the safe POST /api/orders”, and compare the two rows of damage above."
+_SAFE_TOO = N_("Then do the same with “Send to the safe POST /api/orders”, and compare the two rows of damage above.")
 
 MISTAKES: tuple[Mistake, ...] = (
     Mistake(
         "no-key",
         no_key,
-        "the same request sent twice (a retry)",
+        N_("the same request sent twice (a retry)"),
         (
-            "In the form below, keep card 4242 4242 4242 4242 and press “Send to the wrong twin”.",
-            "Press it again without changing anything: the same request again, as a retry after a timeout sends it.",
+            N_("In the form below, keep card 4242 4242 4242 4242 and press “Send to the wrong twin”."),
+            N_(
+                "Press it again without changing anything: the same request again, as a retry after a timeout sends it."
+            ),
             _SAFE_TOO,
-            "In the browser, the lab's unsafe checkout is the same mistake: pay there with 4000 0000 0000 0077 and "
-            "press Pay again while the first press is still processing (exercise 6).",
+            N_(
+                "In the browser, the lab's unsafe checkout is the same mistake: pay there with 4000 0000 0000 0077 and "
+                "press Pay again while the first press is still processing (exercise 6)."
+            ),
         ),
         "# the gateway's answer is lost (503), and every retry is a new order and a new charge (lost again)\n"
         + _client("no-key", f'--card "{LOST_ANSWER_CARD}" --attempts 3')
         + f'\n# the safe endpoint, the same retries: one charge\n{CLIENT} --card "{LOST_ANSWER_CARD}"',
-        "Every answer from the twin has a new order id, and its row counts one order and one charge per request: "
-        "the price charged more than once. The safe endpoint answers the retry with the same order, replayed "
-        "(Idempotent-Replayed: true).",
+        N_(
+            "Every answer from the twin has a new order id, and its row counts one order and one charge per request: "
+            "the price charged more than once. The safe endpoint answers the retry with the same order, replayed "
+            "(Idempotent-Replayed: true)."
+        ),
         (Fix("checkout/shop/api.py", "create_order"), Fix("checkout/idempotency/engine.py", "_claim")),
         "test_no_key_charges_every_retry_again_and_the_safe_path_once",
     ),
     Mistake(
         "check-then-insert",
         check_then_insert,
-        "a storm of racing duplicates",
+        N_("a storm of racing duplicates"),
         (
-            "In the form below, set “Copies at once” to 10 and press “Send to the wrong twin”: ten copies of one "
-            "request, with one key, sent at the same instant.",
-            "If the storm made only one order, press it again with a new key: the gap between the look and the "
-            "insert lasts milliseconds, and a storm does not always hit it. (The test holds the looks together, "
-            "so that every one of them reads “new” before any inserts.)",
+            N_(
+                "In the form below, set “Copies at once” to 10 and press “Send to the wrong twin”: ten copies of one "
+                "request, with one key, sent at the same instant."
+            ),
+            N_(
+                "If the storm made only one order, press it again with a new key: the gap between the look and the "
+                "insert lasts milliseconds, and a storm does not always hit it. (The test holds the looks together, "
+                "so that every one of them reads “new” before any inserts.)"
+            ),
             _SAFE_TOO,
         ),
         "KEY=$(python3 -c 'import uuid; print(uuid.uuid4())')\n"
@@ -157,44 +165,58 @@ MISTAKES: tuple[Mistake, ...] = (
         "    -H 'Authorization: Bearer demo-alice-token' -H \"Idempotency-Key: $KEY\" \\\n"
         "    -H 'Content-Type: application/json' -d \"$BODY\" &\n"
         "done; wait",
-        "Several answers 201 with different order ids, and the twin's row charged more than once. The safe "
-        "endpoint: one 201, the others 409 (still in progress) or the same order replayed; one charge.",
+        N_(
+            "Several answers 201 with different order ids, and the twin's row charged more than once. The safe "
+            "endpoint: one 201, the others 409 (still in progress) or the same order replayed; one charge."
+        ),
         (Fix("checkout/idempotency/engine.py", "_claim"), Fix("checkout/idempotency/models.py", "IdempotencyRecord")),
         "test_check_then_insert_lets_racing_duplicates_make_several_orders_and_the_safe_path_one",
     ),
     Mistake(
         "memory-store",
         memory_store,
-        "four gunicorn workers",
+        N_("four gunicorn workers"),
         (
-            "Serve the shop with four workers: make serve. (With make run there is one process, so one dict, and "
-            "the twin looks right.)",
-            "In the form below, press “Send to the wrong twin”, then press it again four or five times without "
-            "changing anything: each press is a retry with the same key.",
-            "Watch the Worker column of your requests: every retry that lands on a worker that has not seen the "
-            "key pays again.",
+            N_(
+                "Serve the shop with four workers: make serve. (With make run there is one process, so one dict, and "
+                "the twin looks right.)"
+            ),
+            N_(
+                "In the form below, press “Send to the wrong twin”, then press it again four or five times without "
+                "changing anything: each press is a retry with the same key."
+            ),
+            N_(
+                "Watch the Worker column of your requests: every retry that lands on a worker that has not seen the "
+                "key pays again."
+            ),
             _SAFE_TOO,
         ),
         "# under make serve; run the same line several times (one key, one purchase)\n"
         "KEY=$(python3 -c 'import uuid; print(uuid.uuid4())')\n"
         + _client("memory-store", '--key "$KEY" --purchase "memory-$KEY"')
         + f'\n# the safe endpoint, the same runs\n{CLIENT} --key "$KEY" --purchase "memory-$KEY"',
-        "One order and one charge for every worker that answered (the Lab-Worker header of each answer names "
-        "its process); a retry that lands on a worker that has seen the key is replayed. The safe endpoint: one "
-        "order, whichever worker answers.",
+        N_(
+            "One order and one charge for every worker that answered (the Lab-Worker header of each answer names "
+            "its process); a retry that lands on a worker that has seen the key is replayed. The safe endpoint: one "
+            "order, whichever worker answers."
+        ),
         (Fix("checkout/idempotency/models.py", "IdempotencyRecord"), Fix("checkout/idempotency/engine.py", "_claim")),
         "test_memory_store_pays_once_per_gunicorn_worker_and_the_safe_path_once",
     ),
     Mistake(
         "key-after-operation",
         key_after_operation,
-        "a crash between the steps",
+        N_("a crash between the steps"),
         (
-            "In the form below, choose 4000 0000 0000 0259 and press “Send to the wrong twin”: the gateway "
-            "charges, but its answer is lost before the twin writes the key (503), just as if the worker had died "
-            "between the charge and the key.",
-            "Press it again, with the same key: the twin has never heard of it, and pays again (a new payment, "
-            "whose answer is lost too).",
+            N_(
+                "In the form below, choose 4000 0000 0000 0259 and press “Send to the wrong twin”: the gateway "
+                "charges, but its answer is lost before the twin writes the key (503), just as if the worker had died "
+                "between the charge and the key."
+            ),
+            N_(
+                "Press it again, with the same key: the twin has never heard of it, and pays again (a new payment, "
+                "whose answer is lost too)."
+            ),
             _SAFE_TOO,
         ),
         "# the first attempt charges and loses its answer before the key is written; the retry pays again\n"
@@ -202,28 +224,34 @@ MISTAKES: tuple[Mistake, ...] = (
         + _client("key-after-operation", f'--card "{LOST_ANSWER_CARD}" --attempts 2')
         + "\n# the safe endpoint: the retry resumes the first order and finds its charge\n"
         + f'{CLIENT} --card "{LOST_ANSWER_CARD}"',
-        "The twin's row: two orders and two charges for one purchase, each order still pending though it "
-        "was charged. The safe endpoint: one order, one charge; its retry resumed the order the first attempt "
-        "made.",
+        N_(
+            "The twin's row: two orders and two charges for one purchase, each order still pending though it "
+            "was charged. The safe endpoint: one order, one charge; its retry resumed the order the first attempt "
+            "made."
+        ),
         (Fix("checkout/idempotency/engine.py", "_claim"), Fix("checkout/shop/placement.py", "PlaceOrder.phases")),
         "test_key_after_operation_pays_again_after_a_crash_between_the_steps_and_the_safe_path_resumes",
     ),
     Mistake(
         "key-deleted-after-answer",
         key_deleted_after_answer,
-        "a late retry",
+        N_("a late retry"),
         (
-            "In the form below, press “Send to the wrong twin”: 201, an order.",
-            "Suppose that answer never reached the client: press it again, with the same key, as its retry "
-            "after a timeout would.",
+            N_("In the form below, press “Send to the wrong twin”: 201, an order."),
+            N_(
+                "Suppose that answer never reached the client: press it again, with the same key, as its retry "
+                "after a timeout would."
+            ),
             _SAFE_TOO,
         ),
         "KEY=$(python3 -c 'import uuid; print(uuid.uuid4())')\n"
         + _client("key-deleted-after-answer", '--key "$KEY" --purchase "late-$KEY"')
         + "\n# the answer was lost: the same command again, later\n"
         + _client("key-deleted-after-answer", '--key "$KEY" --purchase "late-$KEY"'),
-        "The twin answers the late retry with a second 201 and a new order id, charged again. The safe endpoint "
-        "replays the first order: the same bytes, Idempotent-Replayed: true.",
+        N_(
+            "The twin answers the late retry with a second 201 and a new order id, charged again. The safe endpoint "
+            "replays the first order: the same bytes, Idempotent-Replayed: true."
+        ),
         (
             Fix("checkout/idempotency/engine.py", "_answer_existing"),
             Fix("checkout/idempotency/engine.py", "purge"),
@@ -234,10 +262,10 @@ MISTAKES: tuple[Mistake, ...] = (
     Mistake(
         "no-stored-result",
         no_stored_result,
-        "a replay",
+        N_("a replay"),
         (
-            "In the form below, press “Send to the wrong twin”: 201, an order.",
-            "Press it again with the same key: the retry of a client whose first answer was lost.",
+            N_("In the form below, press “Send to the wrong twin”: 201, an order."),
+            N_("Press it again with the same key: the retry of a client whose first answer was lost."),
             _SAFE_TOO,
         ),
         "KEY=$(python3 -c 'import uuid; print(uuid.uuid4())')\n"
@@ -245,19 +273,21 @@ MISTAKES: tuple[Mistake, ...] = (
         + "\n"
         + _client("no-stored-result", '--key "$KEY"')
         + "   # the replay: 200, and no order",
-        "The money is right (one order, one charge): the damage is the answer. The twin's replay is a 200 "
-        "“already processed” with no order id and no Location, where the first answer was a 201. The safe "
-        "replay is the first answer, byte for byte, with Idempotent-Replayed: true.",
+        N_(
+            "The money is right (one order, one charge): the damage is the answer. The twin's replay is a 200 "
+            "“already processed” with no order id and no Location, where the first answer was a 201. The safe "
+            "replay is the first answer, byte for byte, with Idempotent-Replayed: true."
+        ),
         (Fix("checkout/idempotency/engine.py", "_answer_existing"), Fix("checkout/shop/responders.py", "ApiResponder")),
         "test_no_stored_result_replays_a_generic_answer_and_the_safe_path_the_first_one",
     ),
     Mistake(
         "unscoped-key",
         unscoped_key,
-        "another customer with the same key string",
+        N_("another customer with the same key string"),
         (
-            "In the form below, as Alice, press “Send to the wrong twin”.",
-            "Switch the customer to Bob, keep the key, and press it again.",
+            N_("In the form below, as Alice, press “Send to the wrong twin”."),
+            N_("Switch the customer to Bob, keep the key, and press it again."),
             _SAFE_TOO,
         ),
         "KEY=$(python3 -c 'import uuid; print(uuid.uuid4())')\n"
@@ -265,19 +295,21 @@ MISTAKES: tuple[Mistake, ...] = (
         + "\n"
         + _client("unscoped-key", '--key "$KEY" --token demo-bob-token --email bob@example.com')
         + "   # Bob",
-        "Bob's answer from the twin is Alice's order: her order id, her email, her card's last four digits; "
-        "Bob's own purchase was never placed. From the safe endpoint Bob gets an order of his own, and nothing "
-        "of Alice's.",
+        N_(
+            "Bob's answer from the twin is Alice's order: her order id, her email, her card's last four digits; "
+            "Bob's own purchase was never placed. From the safe endpoint Bob gets an order of his own, and nothing "
+            "of Alice's."
+        ),
         (Fix("checkout/idempotency/types.py", "Scope"), Fix("checkout/idempotency/models.py", "IdempotencyRecord")),
         "test_unscoped_key_shows_another_customer_the_first_ones_order_and_the_safe_path_does_not",
     ),
     Mistake(
         "no-fingerprint",
         no_fingerprint,
-        "a changed body",
+        N_("a changed body"),
         (
-            "In the form below, with 2 mugs, press “Send to the wrong twin”.",
-            "Change Mugs to 5, keep the key, and press it again.",
+            N_("In the form below, with 2 mugs, press “Send to the wrong twin”."),
+            N_("Change Mugs to 5, keep the key, and press it again."),
             _SAFE_TOO,
         ),
         "KEY=$(python3 -c 'import uuid; print(uuid.uuid4())')\n"
@@ -285,9 +317,11 @@ MISTAKES: tuple[Mistake, ...] = (
         + "\n"
         + _client("no-fingerprint", '--key "$KEY" --quantity 5')
         + "   # another body, the same key",
-        "The twin answers the five mugs with 201 and the first order, of two, as if it were their answer: the "
-        "five were never ordered, and the client believes they were. The safe endpoint answers 422 "
-        "idempotency-key-reused and keeps the first answer untouched.",
+        N_(
+            "The twin answers the five mugs with 201 and the first order, of two, as if it were their answer: the "
+            "five were never ordered, and the client believes they were. The safe endpoint answers 422 "
+            "idempotency-key-reused and keeps the first answer untouched."
+        ),
         (
             Fix("checkout/shop/api.py", "api_fingerprint"),
             Fix("checkout/idempotency/fingerprint.py", "fingerprint"),
@@ -298,20 +332,26 @@ MISTAKES: tuple[Mistake, ...] = (
     Mistake(
         "new-gateway-key-per-attempt",
         new_gateway_key_per_attempt,
-        "a lost gateway answer and a retry",
+        N_("a lost gateway answer and a retry"),
         (
-            "In the form below, choose 4000 0000 0000 0259 and press “Send to the wrong twin”: 503, the gateway's "
-            "answer was lost, and the charge exists.",
-            "Press it again with the same key: the twin asks the gateway under a new key, which charges again (and "
-            "loses this answer too: for the gateway every new key is a first call).",
+            N_(
+                "In the form below, choose 4000 0000 0000 0259 and press “Send to the wrong twin”: 503, the gateway's "
+                "answer was lost, and the charge exists."
+            ),
+            N_(
+                "Press it again with the same key: the twin asks the gateway under a new key, which charges again (and "
+                "loses this answer too: for the gateway every new key is a first call)."
+            ),
             _SAFE_TOO,
         ),
         "# every attempt is a new charge under a new gateway key, and every answer is lost again\n"
         + _client("new-gateway-key-per-attempt", f'--card "{LOST_ANSWER_CARD}" --attempts 3')
         + "\n# the safe endpoint: 503, then 201 with the charge the first attempt made\n"
         + f'{CLIENT} --card "{LOST_ANSWER_CARD}"',
-        "The twin's row: one purchase, as many charges as attempts. The safe endpoint: one charge, found again "
-        "under the order's own gateway key by the retry.",
+        N_(
+            "The twin's row: one purchase, as many charges as attempts. The safe endpoint: one charge, found again "
+            "under the order's own gateway key by the retry."
+        ),
         (
             Fix("checkout/shop/placement.py", "gateway_key_for"),
             Fix("checkout/shop/placement.py", "PlaceOrder.charge"),

@@ -26,12 +26,14 @@ from typing import Any
 
 from flask import Blueprint, Response, abort, redirect, render_template, request, session, url_for
 from flask.typing import ResponseReturnValue
+from flask_babel import lazy_gettext as _l
 from flask_wtf import FlaskForm
 from wtforms import IntegerField, SelectField, StringField, SubmitField
 from wtforms.validators import DataRequired, Length, NumberRange
 
 from checkout.extensions import csrf
 from checkout.gateway.cards import TEST_CARDS, pretty
+from checkout.i18n import N_
 from checkout.lab import damage, lab_only
 from checkout.lab.mistakes.catalog import BY_NAME, MISTAKES, SAFE_ENDPOINT, Mistake
 from checkout.lab.mistakes.plumbing import WORKER_HEADER, PaymentUnconfirmed, read_attempt, unconfirmed, with_worker
@@ -91,23 +93,25 @@ class SendForm(FlaskForm):  # type: ignore[misc]  # Flask-WTF ships no type info
     """One request (or a storm of copies) to the twin or to the safe endpoint, as Alice or Bob."""
 
     # Plain values as choices (WTForms 3.3 deprecates tuples; its type stubs still expect them).
-    customer = SelectField("Customer", choices=list(TOKENS))  # type: ignore[arg-type]
+    customer = SelectField(_l("Customer"), choices=list(TOKENS))  # type: ignore[arg-type]
     key = StringField(
         "Idempotency-Key",
-        validators=[DataRequired("Give a key."), Length(16, 255, "A key is 16 to 255 characters.")],
+        validators=[DataRequired(_l("Give a key.")), Length(16, 255, _l("A key is 16 to 255 characters."))],
     )
-    card = SelectField("Card", choices=[pretty(digits) for digits in TEST_CARDS])  # type: ignore[misc]
-    quantity = IntegerField("Mugs", default=2, validators=[NumberRange(1, 99, "From 1 to 99 mugs.")])
+    card = SelectField(_l("Card"), choices=[pretty(digits) for digits in TEST_CARDS])  # type: ignore[misc]
+    quantity = IntegerField(_l("Mugs"), default=2, validators=[NumberRange(1, 99, _l("From 1 to 99 mugs."))])
     copies = IntegerField(
-        "Copies at once", default=1, validators=[NumberRange(1, MAX_COPIES, f"From 1 to {MAX_COPIES} copies.")]
+        _l("Copies at once"),
+        default=1,
+        validators=[NumberRange(1, MAX_COPIES, _l("From 1 to %(most)d copies.", most=MAX_COPIES))],
     )
-    wrong = SubmitField("Send to the wrong twin")
-    safe = SubmitField("Send to the safe POST /api/orders")
-    new_key = SubmitField("New key")
+    wrong = SubmitField(_l("Send to the wrong twin"))
+    safe = SubmitField(_l("Send to the safe POST /api/orders"))
+    new_key = SubmitField(_l("New key"))
 
 
-CARD_HINT = "…0259: the answer is lost once; …0119: the gateway is down once; …0077: slow; …0002: declined."
-CUSTOMER_HINT = "The demo customers, each with their own API token."
+CARD_HINT = N_("…0259: the answer is lost once; …0119: the gateway is down once; …0077: slow; …0002: declined.")
+CUSTOMER_HINT = N_("The demo customers, each with their own API token.")
 
 
 def _new_key(name: str) -> str:
