@@ -90,6 +90,26 @@ def shoot(base: str, docs: Path, browser: object) -> None:
     page.close()
 
 
+def shoot_ukrainian(base: str, docs: Path, browser: object) -> None:
+    """The checkout and the lab in Ukrainian (a fresh browser: ?lang=uk, which the shop remembers)."""
+    context = browser.new_context(viewport=DESKTOP, locale="uk-UA")  # type: ignore[attr-defined]
+    page = context.new_page()
+    page.goto(f"{base}/?lang=uk")
+    for index in (0, 2):
+        page.goto(f"{base}/")
+        page.get_by_test_id("add-to-cart").nth(index).click()
+        expect(page.get_by_role("status").first).to_be_visible()
+    page.goto(f"{base}/checkout")
+    page.locator("input[name=email]").fill("oksana@example.com")
+    page.locator("input[name=card_number]").fill("4242 4242 4242 4242")
+    page.screenshot(path=str(docs / "checkout-uk.png"), full_page=True)
+    page.get_by_test_id("pay-button").click()
+    expect(page.get_by_test_id("order-status")).to_have_attribute("data-status", "paid")
+    page.goto(f"{base}/lab")
+    page.screenshot(path=str(docs / "lab-uk.png"), full_page=True)
+    context.close()
+
+
 def main() -> None:
     docs = ROOT / "docs"
     docs.mkdir(exist_ok=True)
@@ -109,6 +129,7 @@ def main() -> None:
             with sync_playwright() as playwright:
                 browser = playwright.chromium.launch(executable_path=chromium_path(), args=FLAGS)
                 shoot(f"http://127.0.0.1:{server.server_port}", docs, browser)
+                shoot_ukrainian(f"http://127.0.0.1:{server.server_port}", docs, browser)
                 browser.close()
         finally:
             server.shutdown()

@@ -260,7 +260,7 @@ def store(app: Flask | None = None) -> RedisStore:
     app = app or current_app
     url = str(app.config["CHECKOUT_REDIS_URL"])
     if not url:
-        raise RedisUnavailable("CHECKOUT_REDIS_URL is not set")
+        raise RedisUnavailable(N_("CHECKOUT_REDIS_URL is not set"))
     found = app.extensions.get("checkout.redis_store")
     if found is None:
         client = redis.Redis.from_url(

@@ -118,7 +118,8 @@ def forget() -> ResponseReturnValue:
     try:
         removed = store().forget_all()
     except (RedisUnavailable, redis.RedisError) as error:
-        flash(_("Redis did not answer: %(error)s", error=error), "error")
+        # Our own reasons (RedisUnavailable) are marked for translation; the client library's stay as they are.
+        flash(_("Redis did not answer: %(error)s", error=_(str(error))), "error")
     else:
         flash(
             ngettext(

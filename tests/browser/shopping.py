@@ -5,16 +5,29 @@ from __future__ import annotations
 from playwright.sync_api import Page, expect
 
 
-def add_to_cart(page: Page, base_url: str, index: int = 0) -> None:
-    page.goto(f"{base_url}/")
-    page.get_by_role("button", name="Add to cart").nth(index).click()
-    expect(page.get_by_role("status").first).to_contain_text("Added")
+def add_to_cart(page: Page, base_url: str, index: int = 0, lang: str = "en") -> None:
+    """In English by the button's name, as the spec names it; in another language (``?lang=``, which
+    the shop remembers) by data-testid, as a test of a translated page must."""
+    if lang == "en":
+        page.goto(f"{base_url}/")
+        page.get_by_role("button", name="Add to cart").nth(index).click()
+        expect(page.get_by_role("status").first).to_contain_text("Added")
+    else:
+        page.goto(f"{base_url}/?lang={lang}")
+        expect(page.locator("html")).to_have_attribute("lang", lang)
+        page.get_by_test_id("add-to-cart").nth(index).click()
+        expect(page.get_by_role("status").first).to_be_visible()
 
 
-def fill_checkout(page: Page, base_url: str, card: str, email: str = "shopper@example.com") -> None:
+def fill_checkout(page: Page, base_url: str, card: str, email: str = "shopper@example.com", lang: str = "en") -> None:
     page.goto(f"{base_url}/checkout")
-    page.get_by_label("Email").fill(email)
-    page.get_by_label("Card number").fill(card)
+    if lang == "en":
+        page.get_by_label("Email").fill(email)
+        page.get_by_label("Card number").fill(card)
+    else:
+        expect(page.locator("html")).to_have_attribute("lang", lang)
+        page.locator("input[name=email]").fill(email)
+        page.locator("input[name=card_number]").fill(card)
 
 
 def capture_form(page: Page) -> dict[str, str]:
