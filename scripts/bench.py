@@ -31,6 +31,7 @@ import http.client
 import importlib.metadata
 import itertools
 import json
+import logging
 import math
 import os
 import platform
@@ -400,6 +401,15 @@ def log_tail(server: Server, lines: int = 30) -> str:
         return "(no log)"
 
 
+def first_traceback(server: Server, lines: int = 40) -> str:
+    try:
+        text = server.log.read_text(errors="replace")
+    except OSError:
+        return "(no log)"
+    start = text.rfind("\n", 0, max(text.find("Traceback"), 0)) + 1
+    return "\n".join(text[start:].splitlines()[:lines])
+
+
 def tracebacks_logged(server: Server) -> int:
     try:
         return server.log.read_text(errors="replace").count("Traceback")
@@ -439,7 +449,7 @@ def gunicorn_server(database_url: str, folder: Path, name: str, workers: int) ->
     finally:
         stop(process)
         if tracebacks := tracebacks_logged(server):
-            say(f"  ! gunicorn {name} logged {tracebacks} traceback(s); its last lines:\n{log_tail(server)}")
+            say(f"  ! gunicorn {name} logged {tracebacks} traceback(s); the first:\n{first_traceback(server)}")
 
 
 # --- HTTP clients ---------------------------------------------------------------
@@ -772,6 +782,7 @@ def statements_per_request(database_url: str) -> dict[str, Any]:
         with writing():
             seed(demo_customers=True)
         db.session.remove()
+    logging.getLogger("checkout_audit").setLevel(logging.WARNING)  # its JSON lines would bury the table
     engines = engines_of(app)
     counter = StatementCounter()
     for engine in engines:

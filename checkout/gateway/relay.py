@@ -15,6 +15,7 @@ import os
 import threading
 
 from flask import Flask, request
+from sqlalchemy.exc import OperationalError
 
 from checkout.gateway.webhooks import Deliverer
 
@@ -72,5 +73,7 @@ def _relay(app: Flask, stop: threading.Event) -> None:
     while not stop.wait(1.0):
         try:
             deliverer(app).deliver_due(webhook_url(app))
-        except Exception:  # the database or the shop may be restarting: try again in a second
+        except OperationalError as busy:  # SQLite's writer is busy, or the database restarts: one line, not a trace
+            log.warning("webhook delivery waits for the database (%s); trying again", busy.orig)
+        except Exception:  # the shop may be restarting: try again in a second
             log.warning("webhook delivery failed; trying again", exc_info=True)

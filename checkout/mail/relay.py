@@ -348,7 +348,9 @@ def _relay_in_background(app: Flask, stop: threading.Event) -> None:
         with app.app_context():
             try:
                 relay_once(stop=stop)
-            except Exception:  # the database may be restarting or not migrated yet: try again next round
+            except sa.exc.OperationalError as busy:  # SQLite's writer is busy, or the database restarts: one line
+                log.warning("the outbox relay waits for the database (%s); trying again", busy.orig)
+            except Exception:  # the database may not be migrated yet: try again next round
                 log.warning("the outbox relay failed; trying again in %s s", INTERVAL_SECONDS, exc_info=True)
             finally:
                 db.session.remove()
