@@ -11,7 +11,7 @@ from playwright.sync_api import Browser, Page, expect
 
 from tests.browser.shopping import add_to_cart, capture_form, fill_checkout, resubmit
 from tests.conftest import LiveServer
-from tests.helpers import DECLINED_CARD, GOOD_CARD, UNAVAILABLE_CARD
+from tests.helpers import DECLINED_CARD, GOOD_CARD, SLOW_CARD, UNAVAILABLE_CARD
 
 SIZES = {"desktop": {"width": 1280, "height": 900}, "phone": {"width": 390, "height": 844}}
 AXE = Axe()
@@ -117,3 +117,49 @@ def test_every_lab_page_passes_axe_and_fits_the_screen(sized_page: Page, live_se
     expect(page.get_by_test_id("sent-answer")).to_have_count(1)
     check(page, "a mistake with its answers", problems)
     assert problems == [], "\n".join(problems)
+
+
+@pytest.mark.parametrize("app_overrides", [{"CHECKOUT_SLOW_CARD_SECONDS": 4, "CHECKOUT_BROWSER_WAIT_SECONDS": 0.5}])
+def test_the_pages_met_when_something_is_in_the_way_pass_axe_and_fit_the_screen(
+    sized_page: Page, live_server: LiveServer, app_overrides: dict[str, object]
+) -> None:
+    """The still-processing page (a second submit while the first is at the gateway) and the out-of-date page."""
+    page, url, problems = sized_page, live_server.url, []
+    add_to_cart(page, url)
+    fill_checkout(page, url, SLOW_CARD)
+    fields = capture_form(page)
+    page.get_by_test_id("pay-button").click(no_wait_after=True)
+    assert live_server.wait_for_posts("/checkout", 1)  # the first payment is at the gateway (4 s)
+    second = page.context.new_page()
+    second.goto(url + "/cart")
+    resubmit(second, url, fields)  # the same form again: it waits 0.5 s, then is told "still processing"
+    expect(second.get_by_test_id("processing-notice")).to_be_visible()
+    check_other(second, page, "still processing", problems)
+    expect(page.get_by_test_id("order-status")).to_have_attribute("data-status", "paid", timeout=15_000)
+
+    add_to_cart(page, url)
+    fill_checkout(page, url, GOOD_CARD)
+    other_tab = page.context.new_page()
+    add_to_cart(other_tab, url, index=1)  # the cart changes behind the form
+    other_tab.close()
+    page.get_by_test_id("pay-button").click()
+    expect(page.get_by_test_id("error-message")).to_be_visible()
+    check(page, "out of date", problems)
+    assert problems == [], "\n".join(problems)
+
+
+@pytest.mark.parametrize("app_overrides", [{"CHECKOUT_RATE_LIMIT": "3 per minute"}])
+def test_the_too_many_requests_page_passes_axe_and_fits_the_screen(
+    sized_page: Page, live_server: LiveServer, app_overrides: dict[str, object]
+) -> None:
+    page, problems = sized_page, []
+    statuses = [page.goto(live_server.url + "/") for _ in range(4)]
+    assert [s.status if s else 0 for s in statuses][-1] == 429
+    check(page, "429", problems)
+    assert problems == [], "\n".join(problems)
+
+
+def check_other(page: Page, sized: Page, where: str, problems: list[str]) -> None:
+    """``check`` for a second tab of the sized page's context (same viewport)."""
+    page.size_name = sized.size_name  # type: ignore[attr-defined]
+    check(page, where, problems)
