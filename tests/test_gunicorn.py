@@ -8,6 +8,7 @@ import contextlib
 import os
 import signal
 import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from checkout.shop.models import Refund
 from tests.conftest import POSTGRES_URL
 from tests.helpers import (
     ALICE,
+    BOB,
     GOOD_CARD,
     SLOW_CARD,
     Ledger,
@@ -32,7 +34,7 @@ from tests.helpers import (
     stock_out_of_balance,
     wait_for,
 )
-from tests.http import post_json
+from tests.http import post_json, send
 from tests.servers import gunicorn
 
 pytestmark = pytest.mark.slow
@@ -254,3 +256,39 @@ def test_two_browser_submits_of_one_form_on_different_workers_charge_once(
     assert all(f'data-testid="order-id">{order.public_id}<' in page for page in finals)
     assert len(ledger.succeeded_charges()) == 1
     assert ledger.events().count("replayed") == 1
+
+
+def test_48_duplicates_of_one_slow_payment_leave_the_server_free_for_everyone_else(
+    database_url: str, instance: Path, ledger: Ledger
+) -> None:
+    """Issue: one client pinned every worker thread with duplicates that all waited for one slow payment.
+
+    Only a few duplicates of a key may wait in a worker (``CHECKOUT_WAITERS_PER_KEY``); the rest are
+    told at once. So an unrelated request is answered while the slow payment is still at the gateway,
+    not after it: an order of events, not a timing.
+    """
+    key = str(uuid.uuid4())
+    done: dict[str, float] = {}
+    body, headers = order_body(card=SLOW_CARD), {**ALICE, "Idempotency-Key": key}
+    with gunicorn(database_url, instance, settings={"CHECKOUT_SLOW_CARD_SECONDS": "4"}) as [server]:
+        url = f"{server.url}/api/orders"
+
+        def first() -> None:
+            post_json(url, body, headers)
+            done["payment"] = time.monotonic()
+
+        payment = threading.Thread(target=first)
+        payment.start()
+        wait_for(lambda: "gateway_called" in ledger.events())  # at the gateway for 4 s
+        storm = threading.Thread(
+            target=lambda: race(48, lambda _: post_json(url, body, {**headers, "Prefer": "wait=10"}))
+        )
+        storm.start()
+        wait_for(lambda: ledger.events().count("received") >= 17)  # the duplicates hold their threads now
+        unrelated = send("GET", f"{server.url}/api/products", headers=BOB)
+        done["unrelated"] = time.monotonic()
+        storm.join()
+        payment.join()
+    assert unrelated.status == 200
+    assert done["unrelated"] < done["payment"], "the unrelated request waited for the slow payment's threads"
+    assert len(ledger.succeeded_charges()) == 1

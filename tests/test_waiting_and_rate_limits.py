@@ -16,7 +16,7 @@ from sqlalchemy import event
 
 from checkout.extensions import db
 from tests.conftest import LiveServer
-from tests.helpers import ALICE, SLOW_CARD, Ledger, browser_at_checkout, order_body, race, wait_for
+from tests.helpers import ALICE, BOB, SLOW_CARD, Ledger, browser_at_checkout, order_body, race, wait_for
 from tests.http import post_json
 
 
@@ -125,3 +125,18 @@ def test_rate_limits_can_be_turned_off(client: FlaskClient, app_overrides: dict[
 
 def test_the_default_rate_limit_leaves_a_storm_of_a_hundred_requests_alone(client: FlaskClient) -> None:
     assert all(client.get("/api/products", headers=ALICE).status_code == 200 for _ in range(150))
+
+
+def test_with_redis_every_worker_counts_against_one_shared_limit(database_url: str, tmp_path: Any) -> None:
+    """Two apps on one Redis stand for two gunicorn workers (or two servers): a client's budget is one
+    budget, not one per worker. In memory each would let the client in three times."""
+    from tests.conftest import make_app
+    from tests.redis_server import own_redis_database
+
+    with own_redis_database() as redis_url:
+        settings = {"CHECKOUT_REDIS_URL": redis_url, "CHECKOUT_RATE_LIMIT": "3 per minute"}
+        workers = [make_app(database_url, str(tmp_path / f"worker-{n}"), **settings) for n in (1, 2)]
+        clients = [worker.test_client() for worker in workers]
+        statuses = [clients[n % 2].get("/api/products", headers=ALICE).status_code for n in range(4)]
+        assert statuses == [200, 200, 200, 429]
+        assert clients[0].get("/api/products", headers=BOB).status_code == 200  # Bob has a budget of his own
