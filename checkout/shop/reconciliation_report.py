@@ -30,6 +30,7 @@ import sqlalchemy as sa
 from checkout.extensions import db
 from checkout.gateway import SUCCEEDED, GatewayCharge
 from checkout.i18n import N_, _, ngettext
+from checkout.shop.labels import status_label
 from checkout.shop.models import WAS_PAID, Order
 from checkout.shop.money import format_money
 
@@ -157,7 +158,7 @@ def _succeeded_charges() -> tuple[int, list[Discrepancy]]:
         if row.status is None:
             detail = _("the shop has no order %(order)s; it took %(took)s", order=row.reference, took=took)
         elif row.status not in WAS_PAID:
-            detail = _("its order is %(status)s; it took %(took)s", status=row.status, took=took)
+            detail = _("its order is %(status)s; it took %(took)s", status=status_label(row.status), took=took)
         elif row.charge_id != row.id:
             detail = _(
                 "its order is paid by %(charge)s: this is one more charge; it took %(took)s",
