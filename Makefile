@@ -27,11 +27,12 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/activate
 install: $(VENV)/.installed
 	$(BIN)/pybabel -q compile -d $(TRANSLATIONS)
 
-## Extract every marked string into messages.pot and merge it into the Ukrainian and Russian catalogs.
+## Extract every marked string into messages.pot, merge it into the Ukrainian and Russian catalogs, compile them.
 translations: $(VENV)/.installed
 	$(BIN)/pybabel -q extract -F babel.cfg -k _l -k N_ -c TRANSLATORS: --add-location=file --no-wrap --sort-by-file \
 		--project=Checkout --copyright-holder="The Checkout maintainers" -o $(TRANSLATIONS)/messages.pot checkout templates
 	$(BIN)/pybabel -q update --no-wrap --no-fuzzy-matching -i $(TRANSLATIONS)/messages.pot -d $(TRANSLATIONS)
+	$(BIN)/pybabel -q compile -d $(TRANSLATIONS)  # so the app serves what the catalogs now say
 
 ## Bring the database schema up to date (migrations/).
 migrate: install

@@ -42,9 +42,10 @@
     var button = event.target.closest ? event.target.closest("button.copy") : null;
     if (!button || !navigator.clipboard) { return; }
     navigator.clipboard.writeText(button.getAttribute("data-copy")).then(function () {
-      var copy = button.textContent;
+      // The word to put back is kept once: a second click within 1.5 s must not keep "Copied" for good.
+      if (!button.hasAttribute("data-copy-label")) { button.setAttribute("data-copy-label", button.textContent); }
       button.textContent = word(button, "copied", "Copied");
-      window.setTimeout(function () { button.textContent = copy; }, 1500);
+      window.setTimeout(function () { button.textContent = button.getAttribute("data-copy-label"); }, 1500);
     });
   });
   show();

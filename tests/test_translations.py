@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 import pytest
-from babel.messages.catalog import Catalog, Message
+from babel.messages.catalog import PYTHON_FORMAT, Catalog, Message
 from babel.messages.extract import DEFAULT_KEYWORDS, extract_from_dir
 from babel.messages.frontend import parse_mapping_cfg
 from babel.messages.mofile import write_mo
@@ -22,7 +22,8 @@ ROOT = Path(__file__).resolve().parent.parent
 TRANSLATIONS = ROOT / "checkout" / "translations"
 LANGUAGES = ("uk", "ru")
 KEYWORDS = {**DEFAULT_KEYWORDS, "_l": None, "N_": None}  # as in the Makefile: -k _l -k N_
-PLACEHOLDER = re.compile(r"%\(\w+\)[sd]")
+PLACEHOLDER = PYTHON_FORMAT  # %(name)s, %(n)d, %(x).2f, %%: what gettext's "python-format" means
+TAG = re.compile(r"<[^>]+>")
 
 
 def _msgid(message_id: str | tuple[str, ...]) -> str:
@@ -88,10 +89,10 @@ def test_every_translation_keeps_the_placeholders_of_its_english(language: str) 
         if not message.id or not message.string:
             continue
         ids = message.id if isinstance(message.id, tuple) else (message.id,)
-        allowed = {p for text in ids for p in PLACEHOLDER.findall(text)}
+        allowed = {found.group(0) for text in ids for found in PLACEHOLDER.finditer(text)} - {"%%"}
         forms = message.string if isinstance(message.string, tuple) else (message.string,)
         for form in forms:
-            used = set(PLACEHOLDER.findall(form))
+            used = {found.group(0) for found in PLACEHOLDER.finditer(form)} - {"%%"}
             # A plural form may leave the number out ("одна"), never name a value the English has not.
             if not used <= allowed or (not isinstance(message.id, tuple) and used != allowed):
                 wrong.append(f"{_msgid(message.id)[:60]!r}: {sorted(used)} against {sorted(allowed)}")
@@ -115,3 +116,28 @@ def test_no_catalog_holds_a_translation_nobody_uses_any_more(source_strings: dic
             _msgid(m.id)[:60] for m in catalog(language) if m.id and (m.context, _msgid(m.id)) not in source_strings
         ]
         assert not stale, f"{language}: {stale[:10]}"
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_every_translation_keeps_the_html_of_its_english(language: str) -> None:
+    """A translation renders as trusted HTML: it must carry exactly the English's tags (links, <code>,
+    data-testid hooks), no fewer and no more."""
+    changed = []
+    for message in catalog(language):
+        if not message.id or not message.string:
+            continue
+        ids = message.id if isinstance(message.id, tuple) else (message.id,)
+        forms = message.string if isinstance(message.string, tuple) else (message.string,)
+        expected = sorted(TAG.findall(ids[0]))
+        changed += [
+            f"{ids[0][:60]!r}: {sorted(TAG.findall(form))}" for form in forms if sorted(TAG.findall(form)) != expected
+        ]
+    assert not changed, "\n".join(changed[:20])
+
+
+def test_the_extractor_hands_the_catalogs_what_each_mistakes_page_shows(source_strings: dict[Key, str]) -> None:
+    from checkout.lab.mistakes.catalog import MISTAKES
+
+    for mistake in MISTAKES:
+        for shown in (mistake.title, mistake.what, mistake.fix, mistake.trigger, mistake.look_for, *mistake.steps):
+            assert (None, shown) in source_strings, f"{mistake.name}: {shown[:60]!r} is not extracted"

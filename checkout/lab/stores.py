@@ -119,7 +119,10 @@ def forget() -> ResponseReturnValue:
         removed = store().forget_all()
     except (RedisUnavailable, redis.RedisError) as error:
         # Our own reasons (RedisUnavailable) are marked for translation; the client library's stay as they are.
-        flash(_("Redis did not answer: %(error)s", error=_(str(error))), "error")
+        reason = (
+            _(str(error)) if isinstance(error, RedisUnavailable) and str(error) else str(error) or type(error).__name__
+        )
+        flash(_("Redis did not answer: %(error)s", error=reason), "error")
     else:
         flash(
             ngettext(

@@ -16,7 +16,7 @@ def add_to_cart(page: Page, base_url: str, index: int = 0, lang: str = "en") -> 
         page.goto(f"{base_url}/?lang={lang}")
         expect(page.locator("html")).to_have_attribute("lang", lang)
         page.get_by_test_id("add-to-cart").nth(index).click()
-        expect(page.get_by_role("status").first).to_be_visible()
+        expect(page.locator(".flash-success")).to_be_visible()  # added (not an error flash)
 
 
 def fill_checkout(page: Page, base_url: str, card: str, email: str = "shopper@example.com", lang: str = "en") -> None:
