@@ -136,7 +136,13 @@ def test_with_redis_every_worker_counts_against_one_shared_limit(database_url: s
     with own_redis_database() as redis_url:
         settings = {"CHECKOUT_REDIS_URL": redis_url, "CHECKOUT_RATE_LIMIT": "3 per minute"}
         workers = [make_app(database_url, str(tmp_path / f"worker-{n}"), **settings) for n in (1, 2)]
-        clients = [worker.test_client() for worker in workers]
-        statuses = [clients[n % 2].get("/api/products", headers=ALICE).status_code for n in range(4)]
-        assert statuses == [200, 200, 200, 429]
-        assert clients[0].get("/api/products", headers=BOB).status_code == 200  # Bob has a budget of his own
+        try:
+            clients = [worker.test_client() for worker in workers]
+            statuses = [clients[n % 2].get("/api/products", headers=ALICE).status_code for n in range(4)]
+            assert statuses == [200, 200, 200, 429]
+            assert clients[0].get("/api/products", headers=BOB).status_code == 200  # Bob has a budget of his own
+        finally:
+            for worker in workers:  # as the app fixture does: no connection left for the garbage collector
+                with worker.app_context():
+                    db.session.remove()
+                    db.engine.dispose()
