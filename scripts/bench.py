@@ -82,6 +82,7 @@ SLOW_CARD_SECONDS = 2.0
 HOST = "127.0.0.1"
 ORDERS_PATH = "/api/orders"
 UNSAFE_PATH = "/api/lab/unsafe-orders"
+REDIS_STORE_PATH = "/api/lab/stores/redis/orders"
 TOKEN = "demo-alice-token"
 GOOD_CARD = "4242 4242 4242 4242"
 SLOW_CARD = "4000 0000 0000 0077"
@@ -418,7 +419,9 @@ def tracebacks_logged(server: Server) -> int:
 
 
 @contextmanager
-def gunicorn_server(database_url: str, folder: Path, name: str, workers: int) -> Iterator[Server]:
+def gunicorn_server(
+    database_url: str, folder: Path, name: str, workers: int, settings: dict[str, str] | None = None
+) -> Iterator[Server]:
     """One gunicorn server with the project's gunicorn.conf.py, like tests/servers.py starts them."""
     port = free_port()
     log = folder / f"gunicorn-{name}.log"
@@ -440,7 +443,10 @@ def gunicorn_server(database_url: str, folder: Path, name: str, workers: int) ->
     ]
     with log.open("wb") as log_file:
         process = subprocess.Popen(
-            command, env=app_environment(database_url), stdout=subprocess.DEVNULL, stderr=log_file
+            command,
+            env={**app_environment(database_url), **(settings or {})},
+            stdout=subprocess.DEVNULL,
+            stderr=log_file,
         )
     server = Server(name, port, process, log)
     try:
@@ -557,7 +563,9 @@ def run_batch(pool: ThreadPoolExecutor, clients: list[Client], scenario: Scenari
     return Tally(replies, time.perf_counter() - started)
 
 
-def side_by_side(server: Server, clients: int, requests: int, batch: int) -> dict[str, dict[str, Any]]:
+def side_by_side(
+    server: Server, clients: int, requests: int, batch: int, *, redis_store: bool = False
+) -> dict[str, dict[str, Any]]:
     connections = [Client(server) for _ in range(clients)]
     replay_key = str(uuid.uuid4())
     scenarios = [
@@ -565,6 +573,8 @@ def side_by_side(server: Server, clients: int, requests: int, batch: int) -> dic
         Scenario("unsafe", UNSAFE_PATH, lambda: None),
         Scenario("replay", ORDERS_PATH, lambda: replay_key),
     ]
+    if redis_store:  # the same payment, its idempotency records in Redis (SET NX) instead of the database
+        scenarios.append(Scenario("redis", REDIS_STORE_PATH, lambda: str(uuid.uuid4())))
     tallies = {scenario.name: Tally() for scenario in scenarios}
     try:
         placed = connections[0].post(ORDERS_PATH, GOOD_BODY, request_headers(replay_key))
@@ -610,6 +620,9 @@ def print_side_by_side(results: dict[str, dict[str, Any]], ratios: dict[str, flo
         f"replay/protected median {show_ratio(ratios['replay_over_protected_median'])}"
     )
     replay = results["replay"]
+    if "redis" in results:
+        over = ratio(results["redis"]["median_ms"] or 0, results["protected"]["median_ms"] or 0)
+        say(f"  redis store/protected median {show_ratio(over)}")
     if replay["replayed"] != replay["requests"]:
         say(f"  ! only {replay['replayed']} of {replay['requests']} replays said Idempotent-Replayed: true")
     if any(row["non_2xx"] for row in results.values()):
@@ -848,6 +861,16 @@ def bench_backend(backend: str, postgres_url: str, options: argparse.Namespace, 
                 results["one_client_ratios"] = side_by_side_ratios(results["one_client"])
                 print_side_by_side(results["one_client"], results["one_client_ratios"])
 
+                if options.redis_url:
+                    say(f"\n  [1c] the Redis store beside them ({options.redis_url}; a server of its own)")
+                    with gunicorn_server(
+                        database_url, folder, "redis", options.workers, {"CHECKOUT_REDIS_URL": options.redis_url}
+                    ) as with_redis:
+                        results["redis_store"] = side_by_side(
+                            with_redis, options.clients, options.requests, options.batch, redis_store=True
+                        )
+                    print_side_by_side(results["redis_store"], side_by_side_ratios(results["redis_store"]))
+
                 say(f"\n  [2] replay cost vs stored records ({options.replays} replays of one key, one client)")
                 results["replay_by_table_size"] = replay_cost_by_table_size(
                     first, engine, table_sizes(options.records_max), options.replays
@@ -907,6 +930,11 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--records-max", type=int, default=1_000_000, help="largest table size (default 1000000)")
     parser.add_argument("--storm", type=int, default=100, help="requests in the storm (default 100)")
     parser.add_argument("--workers", type=int, default=4, help="gunicorn workers per server (default 4)")
+    parser.add_argument(
+        "--redis-url",
+        default="",
+        help="also measure the lab's Redis store on a server using this Redis (its rate limits count there too)",
+    )
     parser.add_argument("--json", type=Path, help="also write every number to this file")
     options = parser.parse_args(argv)
     options.backends = [name.strip() for name in options.backends.split(",") if name.strip()]
