@@ -49,8 +49,11 @@ class AskedOrder:
         return fingerprint(fingerprint_secret(), "POST", endpoint, self.parsed.normalized())
 
 
-def read_order() -> AskedOrder | Response:
-    """The request as ``POST /api/orders`` reads it, or the problem+json answer it gets. Nothing is written."""
+def read_order(*, takes_key: bool = True) -> AskedOrder | Response:
+    """The request as ``POST /api/orders`` reads it, or the problem+json answer it gets. Nothing is written.
+
+    ``takes_key=False`` leaves the Idempotency-Key header unread (the key is ""): a twin that ignores it.
+    """
     customer = api_customer()
     if customer is None:
         return problem(
@@ -59,10 +62,12 @@ def read_order() -> AskedOrder | Response:
             "Send Authorization: Bearer <token>.",
             headers={"WWW-Authenticate": 'Bearer realm="checkout"'},
         )
-    try:
-        key = parse_key(request.headers.get("Idempotency-Key"))
-    except InvalidKey as error:
-        return problem(400, "Invalid Idempotency-Key", str(error), type_="invalid-idempotency-key")
+    key = ""
+    if takes_key:
+        try:
+            key = parse_key(request.headers.get("Idempotency-Key"))
+        except InvalidKey as error:
+            return problem(400, "Invalid Idempotency-Key", str(error), type_="invalid-idempotency-key")
     data = request.get_data(cache=False)
     if not request.is_json:
         return problem(415, "Unsupported media type", "Send the body as application/json.")

@@ -117,12 +117,10 @@ def forget() -> ResponseReturnValue:
         return redirect(url_for("redis_store.page"), 303)
     try:
         removed = store().forget_all()
-    except (RedisUnavailable, redis.RedisError) as error:
-        # Our own reasons (RedisUnavailable) are marked for translation; the client library's stay as they are.
-        reason = (
-            _(str(error)) if isinstance(error, RedisUnavailable) and str(error) else str(error) or type(error).__name__
-        )
-        flash(_("Redis did not answer: %(error)s", error=reason), "error")
+    except RedisUnavailable as error:  # our own reason, marked for translation where it is raised
+        flash(_("Redis did not answer: %(error)s", error=_(str(error))), "error")
+    except redis.RedisError as error:  # the client library's words, as they are
+        flash(_("Redis did not answer: %(error)s", error=str(error) or type(error).__name__), "error")
     else:
         flash(
             ngettext(

@@ -27,7 +27,7 @@ from checkout.lab.mistakes import (
     no_stored_result,
     unscoped_key,
 )
-from checkout.lab.mistakes.docstrings import FIX_OPENING, MISTAKE_OPENING, capitalised, first_line, paragraph, title_of
+from checkout.lab.mistakes.docstrings import Explanation, explanation
 from checkout.lab.mistakes.plumbing import Attempt, endpoint_of, path_of
 
 SAFE_ENDPOINT = "POST /api/orders"
@@ -55,17 +55,25 @@ class Mistake:
     test: str  # the test in tests/test_mistakes.py that measures its damage
 
     @property
+    def explained(self) -> Explanation:
+        """Its docstring's title, "THE MISTAKE" and "THE FIX" (docstrings.explanation)."""
+        found = explanation(self.module.__doc__ or "")
+        if found is None:
+            raise ValueError(f"{self.module.__name__}: its docstring has no name, THE MISTAKE or THE FIX")
+        return found
+
+    @property
     def title(self) -> str:
         """The mistake in one line (its module docstring's first line, after the name)."""
-        return title_of(_first_line(self.module))
+        return self.explained.title
 
     @property
     def what(self) -> str:
-        return capitalised(_paragraph(self.module, MISTAKE_OPENING))
+        return self.explained.what
 
     @property
     def fix(self) -> str:
-        return _paragraph(self.module, FIX_OPENING)
+        return self.explained.fix
 
     @property
     def takes_key(self) -> bool:
@@ -94,17 +102,6 @@ class Mistake:
     def handle(self, attempt: Attempt) -> Response:
         handled: Response = self.module.handle(attempt)
         return handled
-
-
-def _first_line(module: ModuleType) -> str:
-    return first_line(module.__doc__ or "")
-
-
-def _paragraph(module: ModuleType, opening: str) -> str:
-    text = paragraph(module.__doc__ or "", opening)
-    if text is None:
-        raise ValueError(f"{module.__name__}: its docstring has no paragraph starting {opening!r}")
-    return text
 
 
 def _client(name: str, *options: str) -> str:

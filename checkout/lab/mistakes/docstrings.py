@@ -10,24 +10,35 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Collection, Iterator, Mapping
+from dataclasses import dataclass
 from typing import IO, Any
-
-from babel.messages.extract import extract_python
 
 MISTAKE_OPENING = "THE MISTAKE:"
 FIX_OPENING = "THE FIX in the safe code:"
+_TWIN = re.compile(r"[a-z][a-z-]*: ")  # a twin's docstring opens with its name: "no-key: no key at all."
 
 
-def first_line(docstring: str) -> str:
-    return docstring.strip().splitlines()[0]
+@dataclass(frozen=True)
+class Explanation:
+    """What a mistake's page shows of its docstring, and what the catalogs translate: the same three strings."""
+
+    title: str  # the first line after the name, without its full stop
+    what: str  # the "THE MISTAKE:" paragraph, as one line, capitalised
+    fix: str  # the "THE FIX in the safe code:" paragraph, as one line
 
 
-def title_of(line: str) -> str:
-    """'no-key: no key at all (...).' -> 'no key at all (...)'."""
-    return line.split(": ", 1)[1].rstrip(".")
+def explanation(docstring: str) -> Explanation | None:
+    """The explanation a twin's docstring gives; None for any other module (the catalog, the plumbing)."""
+    if not _TWIN.match(docstring.strip()):
+        return None
+    what, fix = _paragraph(docstring, MISTAKE_OPENING), _paragraph(docstring, FIX_OPENING)
+    if what is None or fix is None:
+        return None
+    title = docstring.strip().splitlines()[0].split(": ", 1)[1].rstrip(".")
+    return Explanation(title, what[:1].upper() + what[1:], fix)
 
 
-def paragraph(docstring: str, opening: str) -> str | None:
+def _paragraph(docstring: str, opening: str) -> str | None:
     """The paragraph that starts with ``opening``, as one line of text, without the opening."""
     for block in re.split(r"\n\s*\n", docstring):
         text = " ".join(block.split())
@@ -36,24 +47,17 @@ def paragraph(docstring: str, opening: str) -> str | None:
     return None
 
 
-def capitalised(text: str) -> str:
-    return text[:1].upper() + text[1:]
-
-
 def extract(
     fileobj: IO[bytes], keywords: Mapping[str, Any], comment_tags: Collection[str], options: Mapping[str, Any]
 ) -> Iterator[tuple[int, str | None, str | tuple[str, ...], list[str]]]:
     """The usual Python messages of a mistake's module, and the sentences of its docstring."""
+    from babel.messages.extract import extract_python  # pybabel's own machinery: imported only when it runs
+
     source = fileobj.read()
     fileobj.seek(0)
     yield from extract_python(fileobj, keywords, comment_tags, options)  # type: ignore[misc,arg-type]
-    docstring = ast.get_docstring(ast.parse(source), clean=True)
-    if not docstring or not re.match(r"[a-z][a-z-]*: ", docstring) or MISTAKE_OPENING not in docstring:
-        return  # not a twin's module (the catalog, the plumbing)
-    note = ["TRANSLATORS: from this mistake's module docstring; keep file paths and function names as they are."]
-    yield 1, None, title_of(first_line(docstring)), note
-    what, fix = paragraph(docstring, MISTAKE_OPENING), paragraph(docstring, FIX_OPENING)
-    if what:
-        yield 1, None, capitalised(what), note  # as Mistake.what shows it
-    if fix:
-        yield 1, None, fix, note
+    found = explanation(ast.get_docstring(ast.parse(source), clean=True) or "")
+    if found is not None:
+        note = ["TRANSLATORS: from this mistake's module docstring; keep file paths and function names as they are."]
+        for text in (found.title, found.what, found.fix):
+            yield 1, None, text, note

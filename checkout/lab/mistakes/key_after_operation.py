@@ -18,26 +18,20 @@ from __future__ import annotations
 
 from flask import Response
 
-from checkout.lab.mistakes.models import MistakeKey
-from checkout.lab.mistakes.plumbing import Attempt, claim, find, mismatch, pay, replay, same_request, send
+from checkout.lab.mistakes.plumbing import Attempt, claim_key, find_key, mismatch, pay, replay, same_request, send
 
 TAKES_KEY = True
-NAME = "key-after-operation"
 
 
 def handle(attempt: Attempt) -> Response:
-    seen = find(MistakeKey, mistake=NAME, customer=attempt.customer, key=attempt.key)
+    seen = find_key(attempt)
     if seen is not None:
         return replay(seen) if same_request(seen, attempt) else mismatch()
     answer = pay(attempt)  # the order and the charge, before anything knows this key
     # THE MISTAKE: a worker that dies before the next line (or a lost gateway answer, which never reaches it)
     # leaves the charge standing and the key unknown: the retry is a new payment.
-    claim(
-        MistakeKey,
-        match=("mistake", "customer", "key"),
-        mistake=NAME,
-        customer=attempt.customer,
-        key=attempt.key,
+    claim_key(
+        attempt,
         fingerprint=attempt.fingerprint,
         response_status=answer.status,
         response_headers=answer.headers,

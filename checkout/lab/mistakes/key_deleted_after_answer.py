@@ -17,17 +17,13 @@ from __future__ import annotations
 
 from flask import Response
 
-from checkout.lab.mistakes.models import MistakeKey
-from checkout.lab.mistakes.plumbing import Attempt, claim, delete, in_progress, pay, send
+from checkout.lab.mistakes.plumbing import Attempt, claim_key, delete, in_progress, pay, send
 
 TAKES_KEY = True
-NAME = "key-deleted-after-answer"
 
 
 def handle(attempt: Attempt) -> Response:
-    lock, mine = claim(
-        MistakeKey, match=("mistake", "customer", "key"), mistake=NAME, customer=attempt.customer, key=attempt.key
-    )
+    lock, mine = claim_key(attempt)
     if not mine:
         return in_progress(attempt)  # another request with this key is running right now
     try:

@@ -22,11 +22,10 @@ import uuid
 from flask import Response
 
 from checkout.idempotency import StoredResponse
-from checkout.lab.mistakes.models import MistakeKey
 from checkout.lab.mistakes.plumbing import (
     Attempt,
     charge,
-    claim,
+    claim_key,
     create_order,
     in_progress,
     mismatch,
@@ -36,18 +35,10 @@ from checkout.lab.mistakes.plumbing import (
 )
 
 TAKES_KEY = True
-NAME = "new-gateway-key-per-attempt"
 
 
 def handle(attempt: Attempt) -> Response:
-    row, mine = claim(
-        MistakeKey,
-        match=("mistake", "customer", "key"),
-        mistake=NAME,
-        customer=attempt.customer,
-        key=attempt.key,
-        fingerprint=attempt.fingerprint,
-    )
+    row, mine = claim_key(attempt, fingerprint=attempt.fingerprint)
     if not mine:
         if not same_request(row, attempt):
             return mismatch()

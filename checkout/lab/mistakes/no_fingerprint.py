@@ -16,18 +16,14 @@ from __future__ import annotations
 
 from flask import Response
 
-from checkout.lab.mistakes.models import MistakeKey
-from checkout.lab.mistakes.plumbing import Attempt, answer_seen, claim, pay, send
+from checkout.lab.mistakes.plumbing import Attempt, answer_seen, claim_key, pay, send
 
 TAKES_KEY = True
-NAME = "no-fingerprint"
 
 
 def handle(attempt: Attempt) -> Response:
     # THE MISTAKE: nothing about the request is stored with the key (no fingerprint) ...
-    row, mine = claim(
-        MistakeKey, match=("mistake", "customer", "key"), mistake=NAME, customer=attempt.customer, key=attempt.key
-    )
+    row, mine = claim_key(attempt)
     if not mine:
         # ... so nothing asks whether this is the same request: the key's first answer, whatever was sent.
         return answer_seen(row, attempt)

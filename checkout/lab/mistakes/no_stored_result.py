@@ -17,22 +17,13 @@ from __future__ import annotations
 
 from flask import Response, jsonify
 
-from checkout.lab.mistakes.models import MistakeKey
-from checkout.lab.mistakes.plumbing import Attempt, claim, mismatch, pay, same_request, send
+from checkout.lab.mistakes.plumbing import Attempt, claim_key, mismatch, pay, same_request, send
 
 TAKES_KEY = True
-NAME = "no-stored-result"
 
 
 def handle(attempt: Attempt) -> Response:
-    used, mine = claim(
-        MistakeKey,
-        match=("mistake", "customer", "key"),
-        mistake=NAME,
-        customer=attempt.customer,
-        key=attempt.key,
-        fingerprint=attempt.fingerprint,
-    )
+    used, mine = claim_key(attempt, fingerprint=attempt.fingerprint)
     if not mine:
         if not same_request(used, attempt):
             return mismatch()

@@ -16,28 +16,28 @@
 from __future__ import annotations
 
 import hmac
-import json
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import sqlalchemy as sa
-from flask import Response, request
+from flask import Response
 
 from checkout.database import Base, insert_ignoring_conflicts, table_of, utcnow
 from checkout.extensions import db
 from checkout.gateway import CardDeclined, GatewayError
-from checkout.idempotency import InvalidKey, StoredResponse, fingerprint, parse_key
+from checkout.idempotency import StoredResponse
 from checkout.idempotency.audit import worker_name
+from checkout.lab.api_twins import read_order
+from checkout.lab.mistakes.models import MistakeKey
 from checkout.problems import problem
 from checkout.shop import orders, stock
-from checkout.shop.identity import api_customer
 from checkout.shop.models import DECLINED, PAID, PENDING, public_id
 from checkout.shop.orders import OrderView
 from checkout.shop.outcomes import end_order
 from checkout.shop.placement import answer_for, gateway_key_for
 from checkout.shop.responders import ApiResponder
-from checkout.shop.runtime import fingerprint_secret, gateway
-from checkout.shop.validation import ValidOrder, validate_order
+from checkout.shop.runtime import gateway
+from checkout.shop.validation import ValidOrder, price
 from checkout.transactions import writing
 
 RESPOND = ApiResponder()  # the safe endpoint's answers, byte for byte
@@ -76,32 +76,16 @@ class PaymentUnconfirmed(Exception):
 
 def read_attempt(mistake: str, *, takes_key: bool) -> Attempt | Response:
     """The request as an Attempt, or the problem the safe endpoint would answer (nothing is stored)."""
-    customer = api_customer()
-    if customer is None:
-        return problem(
-            401,
-            "Unauthorized",
-            "Send Authorization: Bearer <token>.",
-            headers={"WWW-Authenticate": 'Bearer realm="checkout"'},
-        )
-    key = ""
-    if takes_key:
-        try:
-            key = parse_key(request.headers.get("Idempotency-Key"))
-        except InvalidKey as error:
-            return problem(400, "Invalid Idempotency-Key", str(error), type_="invalid-idempotency-key")
-    data = request.get_data(cache=False)
-    if not request.is_json:
-        return problem(415, "Unsupported media type", "Send the body as application/json.")
-    try:
-        body = json.loads(data)
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        return problem(400, "Malformed JSON", "The body is not valid JSON.", type_="malformed-json")
-    valid, errors = validate_order(body)
-    if valid is None:
+    asked = read_order(takes_key=takes_key)  # 401, 400, 415, 422: the safe endpoint's own reading
+    if isinstance(asked, Response):
+        return asked
+    priced, errors = price(asked.parsed.items)  # the twins place an order on every call: priced now
+    if priced is None:
         return problem(422, "Invalid order", "Some fields are invalid.", errors=errors)
-    digest = fingerprint(fingerprint_secret(), "POST", endpoint_of(mistake), valid.order.normalized())
-    return Attempt(mistake, customer.id, customer.public_id, key, valid, digest)
+    valid = ValidOrder(asked.parsed, priced)
+    return Attempt(
+        mistake, asked.customer.id, asked.customer.public_id, asked.key, valid, asked.fingerprint(endpoint_of(mistake))
+    )
 
 
 # --- the key stores' rows ----------------------------------------------------------
@@ -188,6 +172,24 @@ def claim(model: type[Base], *, match: tuple[str, ...], **values: Any) -> tuple[
             return _row(table, inserted), True
         existing = session.execute(sa.select(table).where(*(table.c[name] == values[name] for name in match))).one()
     return _row(table, existing), False
+
+
+def claim_key(attempt: Attempt, **kept: Any) -> tuple[KeyRow, bool]:
+    """Claim the attempt's key in the twins' shared store (one row per twin, customer and key), with what
+    the twin keeps beside it (``fingerprint=``, the answer's ``response_*``): ``claim`` on ``MistakeKey``."""
+    return claim(
+        MistakeKey,
+        match=("mistake", "customer", "key"),
+        mistake=attempt.mistake,
+        customer=attempt.customer,
+        key=attempt.key,
+        **kept,
+    )
+
+
+def find_key(attempt: Attempt) -> KeyRow | None:
+    """The attempt's key in the twins' shared store, if anyone wrote it."""
+    return find(MistakeKey, mistake=attempt.mistake, customer=attempt.customer, key=attempt.key)
 
 
 def delete(row: KeyRow) -> None:
