@@ -1,0 +1,33 @@
+"""`make reset-lab` refuses to delete the database under a running shop (scripts/reset_lab.py)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "scripts" / "reset_lab.py"
+HOLD_OPEN = "import sys; f = open(sys.argv[1], 'rb'); print('open', flush=True); sys.stdin.read()"
+
+
+def _reset(database: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(SCRIPT), str(database)], capture_output=True, text=True, check=False)
+
+
+def test_reset_lab_refuses_while_a_running_process_has_the_database_open(tmp_path: Path) -> None:
+    database = tmp_path / "checkout.sqlite3"
+    database.write_bytes(b"the workshop's data")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_OPEN, str(database)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "open"
+        refused = _reset(database)
+        assert refused.returncode == 1
+        assert f"pid {holder.pid}" in refused.stdout
+        assert database.read_bytes() == b"the workshop's data"
+    finally:
+        holder.communicate("")  # end the holder: stdin closes
+    assert _reset(database).returncode == 0
+    assert not database.exists()
