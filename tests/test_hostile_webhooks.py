@@ -1,0 +1,49 @@
+"""Hostile Gateway-Signature headers: whatever the header holds, the answer is a 400 problem+json and
+nothing is written (never a 500 from a number too long to convert, or a digest that is not hex)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+
+from checkout.database import utcnow
+from checkout.gateway.signing import HEADER
+from tests.helpers import table_counts
+
+EVENT = json.dumps({"id": "evt_hostile", "type": "charge.succeeded", "data": {"reference": "ord_none"}}).encode()
+
+
+def test_a_signature_timestamp_of_five_thousand_digits_is_400_and_writes_nothing(
+    app: Flask, client: FlaskClient
+) -> None:
+    before = table_counts(app)
+    response = client.post(
+        "/webhooks/gateway",
+        data=EVENT,
+        content_type="application/json",
+        headers={HEADER: f"t={'9' * 5000},v1={'0' * 64}"},
+    )
+    assert response.status_code == 400 and response.mimetype == "application/problem+json"
+    assert response.get_json()["type"] == "bad-signature"
+    assert table_counts(app) == before
+
+
+@pytest.mark.parametrize(
+    "digest", ["é" * 64, "zz" * 32, "0" * 63, "0" * 6000], ids=["not ascii", "not hex", "too short", "too long"]
+)
+def test_a_signature_digest_that_is_not_64_hex_digits_is_400_and_writes_nothing(
+    app: Flask, client: FlaskClient, digest: str
+) -> None:
+    before = table_counts(app)
+    response = client.post(
+        "/webhooks/gateway",
+        data=EVENT,
+        content_type="application/json",
+        headers={HEADER: f"t={int(utcnow().timestamp())},v1={digest}"},
+    )
+    assert response.status_code == 400 and response.mimetype == "application/problem+json"
+    assert response.get_json()["type"] == "bad-signature"
+    assert table_counts(app) == before
