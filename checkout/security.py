@@ -8,6 +8,14 @@ here is small (64 KiB at most), so the WSGI layer below reads it whole first:
 too large is 413, malformed is 400, and the app sees an ordinary body with
 a Content-Length.
 
+NUL characters. PostgreSQL cannot hold a NUL in a text value (psycopg refuses
+to send one), so a NUL that reached a query would be a 500 there, while SQLite
+would store it quietly. No path, query parameter or form field of this shop
+can hold one: a NUL in the path is 404 (no such page), in a query parameter or
+a form field 400, before any view, store or limiter runs. JSON bodies keep
+their field errors (422): every string of one goes through
+``checkout.shop.parsing.text``, which refuses NUL.
+
 The headers. Every response says: do not sniff types, run only this shop's
 own scripts and styles, never be framed, send referrers only to ourselves;
 pages and API answers (which hold form data and orders) are never stored.
@@ -19,8 +27,10 @@ import io
 from typing import Any
 
 from flask import Flask, Response, abort, request
+from werkzeug.datastructures import MultiDict
 
 BODY_PROBLEM = "checkout.body_problem"
+FORM_TYPES = frozenset({"application/x-www-form-urlencoded", "multipart/form-data"})
 
 CONTENT_SECURITY_POLICY = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -78,6 +88,18 @@ class BoundedBody:
         return b"".join(chunks)
 
 
+def _holds_nul(fields: MultiDict[str, str]) -> bool:
+    return any("\x00" in name or "\x00" in value for name, value in fields.items(multi=True))
+
+
+def refuse_nul_characters() -> None:
+    """404 for a NUL in the path, 400 in a query parameter or a form field (see the module's docstring)."""
+    if "\x00" in request.path:
+        abort(404)
+    if _holds_nul(request.args) or (request.mimetype in FORM_TYPES and _holds_nul(request.form)):
+        abort(400)
+
+
 def register_security(app: Flask) -> None:
     # Wrapping wsgi_app is Flask's documented way to add middleware; mypy sees it as a method being replaced.
     app.wsgi_app = BoundedBody(app.wsgi_app, int(app.config["MAX_CONTENT_LENGTH"]))  # type: ignore[method-assign]
@@ -87,6 +109,7 @@ def register_security(app: Flask) -> None:
         problem = request.environ.get(BODY_PROBLEM)
         if problem:
             abort(problem)
+        refuse_nul_characters()
 
     @app.after_request
     def _security_headers(response: Response) -> Response:
