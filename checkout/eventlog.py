@@ -4,7 +4,7 @@ Written once the event's unit of work has committed (``on_committed``), so a
 line is never about a change that was rolled back. A line carries the
 customer, endpoint, key, order, charge, refund, whether it was a replay, and
 the event's detail, never a card number: nothing the engine records holds one,
-and a last scrub replaces any run of 13 to 19 digits anyway.
+and a last scrub (``scrub``) replaces anything that can be one anyway.
 """
 
 from __future__ import annotations
@@ -21,7 +21,13 @@ from checkout.idempotency.audit import AuditEvent, on_committed
 
 # Not a child of the app's logger ("checkout"): Flask's handler there would prefix every line.
 log = logging.getLogger("checkout_audit")
-_CARD_LIKE = re.compile(r"(?<!\d)(?:\d[ -]?){12,18}\d(?!\d)")
+# What can be a card number: a run of 13 or more digits, written whole or in groups joined by one
+# space or dash, that stands on its own. A run glued to a letter or an underscore is part of a longer
+# token (the hex of a UUID-like key, "c85824c2-1234-5678-9012-af5cb7d7af16"; an id, "ord_<hex>").
+# Luhn is not asked for, and runs longer than 19 digits are redacted too: a mistyped card number
+# is still a card number but for one digit, and a false match costs only a log line's readability.
+_CARD_LIKE = re.compile(r"(?<!\w)(?<!\d[ -])\d(?:[ -]?\d){12,}(?!\w)(?![ -]\d)")
+REDACTED = "[redacted]"
 
 
 def line_of(event: AuditEvent) -> str:
@@ -39,7 +45,24 @@ def line_of(event: AuditEvent) -> str:
         "worker": event["worker"],
         "detail": detail,
     }
-    return _CARD_LIKE.sub("[redacted]", json.dumps(record, ensure_ascii=False, default=str, sort_keys=False))
+    return json.dumps(scrub(record), ensure_ascii=False, default=lambda value: scrub(str(value)), sort_keys=False)
+
+
+def scrub(value: Any) -> Any:
+    """``value`` with anything that can be a card number redacted, in every string, key and number.
+
+    Each value is scrubbed before it is written as JSON, not the JSON text after: an escape
+    (``\\n4242...``) would glue a number to a letter there, and a redacted number would break the JSON.
+    """
+    if isinstance(value, str):
+        return _CARD_LIKE.sub(REDACTED, value)
+    if isinstance(value, dict):
+        return {scrub(key): scrub(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [scrub(item) for item in value]
+    if isinstance(value, int | float) and not isinstance(value, bool) and _CARD_LIKE.search(str(value)):
+        return _CARD_LIKE.sub(REDACTED, str(value))
+    return value
 
 
 def log_committed(events: Sequence[AuditEvent]) -> None:
