@@ -87,6 +87,23 @@ def create_app(config: Mapping[str, Any] | None = None, *, instance_path: str | 
 
 
 def register_blueprints(app: Flask) -> None:
+    """The shop's routes; the lab's only while the lab is on. With it off they do not exist (404 for
+    every method): a route kept but refused would still answer 405, or 400 to a POST without a CSRF
+    token, and say the lab is there."""
+    from checkout.openapi import bp as openapi_bp
+    from checkout.shop.api import bp as api_bp
+    from checkout.shop.checkout_page import bp as checkout_bp
+    from checkout.shop.orders_page import bp as orders_bp
+    from checkout.shop.storefront import bp as shop_bp
+    from checkout.shop.webhooks import bp as webhooks_bp
+
+    for blueprint in (shop_bp, checkout_bp, orders_bp, api_bp, webhooks_bp, openapi_bp):
+        app.register_blueprint(blueprint)
+    if app.config["CHECKOUT_LAB"]:
+        register_lab_blueprints(app)
+
+
+def register_lab_blueprints(app: Flask) -> None:
     from checkout.lab.legacy import bp as legacy_gateway_bp
     from checkout.lab.mailbox import bp as mailbox_bp
     from checkout.lab.mistakes.views import bp as mistakes_bp
@@ -95,20 +112,10 @@ def register_blueprints(app: Flask) -> None:
     from checkout.lab.stores import bp as redis_store_bp
     from checkout.lab.unsafe import bp as unsafe_bp
     from checkout.lab.views import bp as lab_bp
-    from checkout.openapi import bp as openapi_bp
-    from checkout.shop.api import bp as api_bp
-    from checkout.shop.checkout_page import bp as checkout_bp
-    from checkout.shop.orders_page import bp as orders_bp
-    from checkout.shop.storefront import bp as shop_bp
-    from checkout.shop.webhooks import bp as webhooks_bp
 
-    for blueprint in (shop_bp, checkout_bp, orders_bp, api_bp, webhooks_bp, lab_bp, unsafe_bp):
+    lab = (lab_bp, unsafe_bp, mailbox_bp, legacy_gateway_bp, redis_store_api_bp, redis_store_bp, reconciliation_bp)
+    for blueprint in (*lab, mistakes_bp):
         app.register_blueprint(blueprint)
-    app.register_blueprint(mailbox_bp)
-    app.register_blueprint(openapi_bp)
-    for blueprint in (legacy_gateway_bp, redis_store_api_bp, redis_store_bp, reconciliation_bp):
-        app.register_blueprint(blueprint)
-    app.register_blueprint(mistakes_bp)
 
 
 def register_template_helpers(app: Flask) -> None:
