@@ -4,13 +4,17 @@ Written by hand, next to the code it describes, and kept honest by two checks:
 openapi-spec-validator validates the document in the tests, and .ci/run lets
 schemathesis send a few hundred generated requests to a live server and
 compare every answer (status, headers, body) with it.
+
+In production the document names neither the demo customers' tokens nor the
+test cards: there are no demo customers there, and a published card list
+would only invite probing.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from flask import Blueprint, Response
+from flask import Blueprint, Response, current_app
 
 from checkout import __version__
 from checkout.problems import json_bytes
@@ -77,7 +81,20 @@ IDEMPOTENT_ANSWERS = {
 }
 
 
-def document() -> dict[str, Any]:
+def _card_number(production: bool) -> dict[str, Any]:
+    """The card field; outside production, with the test cards that drive the mock gateway."""
+    if production:
+        return {"type": "string", "description": "The card's number: digits, spaces or dashes; Luhn-valid."}
+    return {
+        "type": "string",
+        "description": "A test card (digits, spaces or dashes; Luhn-valid): 4242 4242 4242 4242 "
+        "succeeds, 4000 0000 0000 0002 declines, …0119 fails once, …0259 loses its first answer, "
+        "…0077 is slow.",
+        "examples": ["4242 4242 4242 4242"],
+    }
+
+
+def document(*, production: bool = False) -> dict[str, Any]:
     """The whole description (a fresh dict each time: callers may keep or change it)."""
     key_parameter = _ref("parameters", "IdempotencyKey")
     prefer_parameter = _ref("parameters", "Prefer")
@@ -296,8 +313,9 @@ def document() -> dict[str, Any]:
                 "bearer": {
                     "type": "http",
                     "scheme": "bearer",
-                    "description": "The customer's API token (the demo customers: `demo-alice-token`, "
-                    "`demo-bob-token`).",
+                    "description": "The customer's API token."
+                    if production
+                    else "The customer's API token (the demo customers: `demo-alice-token`, `demo-bob-token`).",
                 }
             },
             "parameters": {
@@ -335,12 +353,12 @@ def document() -> dict[str, Any]:
                 },
                 "WWW-Authenticate": {"schema": {"type": "string"}},
             },
-            "schemas": _schemas(),
+            "schemas": _schemas(production),
         },
     }
 
 
-def _schemas() -> dict[str, Any]:
+def _schemas(production: bool) -> dict[str, Any]:
     timestamp = {"type": "string", "format": "date-time"}
     cents = {"type": "integer", "minimum": 0}
     problem = {
@@ -418,13 +436,7 @@ def _schemas() -> dict[str, Any]:
                     },
                 },
                 "email": {"type": "string", "format": "email", "maxLength": 254},
-                "card_number": {
-                    "type": "string",
-                    "description": "A test card (digits, spaces or dashes; Luhn-valid): 4242 4242 4242 4242 "
-                    "succeeds, 4000 0000 0000 0002 declines, …0119 fails once, …0259 loses its first answer, "
-                    "…0077 is slow.",
-                    "examples": ["4242 4242 4242 4242"],
-                },
+                "card_number": _card_number(production),
                 "purchase": {
                     "type": "string",
                     "description": "Your own name for this purchase (1 to 64 visible ASCII characters), the "
@@ -516,4 +528,5 @@ def _schemas() -> dict[str, Any]:
 
 @bp.get("/api/openapi.json")
 def openapi_json() -> Response:
-    return Response(json_bytes(document()), mimetype=JSON)
+    production = current_app.config["CHECKOUT_ENV"] == "production"
+    return Response(json_bytes(document(production=production)), mimetype=JSON)
