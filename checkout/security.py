@@ -19,6 +19,11 @@ their field errors (422): every string of one goes through
 The headers. Every response says: do not sniff types, run only this shop's
 own scripts and styles, never be framed, send referrers only to ourselves;
 pages and API answers (which hold form data and orders) are never stored.
+In production, an answer given over HTTPS also says to come back only over
+HTTPS for a year (HSTS; behind a proxy that ends TLS, gunicorn sees HTTPS from
+its X-Forwarded-Proto). Never over plain http, where a browser ignores it, and
+never in development, where it would pin localhost to HTTPS for every other
+project served there.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from werkzeug.datastructures import MultiDict
 BODY_PROBLEM = "checkout.body_problem"
 FORM_TYPES = frozenset({"application/x-www-form-urlencoded", "multipart/form-data"})
 
+STRICT_TRANSPORT_SECURITY = "max-age=31536000; includeSubDomains"
 CONTENT_SECURITY_POLICY = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "form-action 'self'; frame-ancestors 'none'; base-uri 'none'; object-src 'none'"
@@ -101,6 +107,7 @@ def refuse_nul_characters() -> None:
 
 
 def register_security(app: Flask) -> None:
+    production = app.config["CHECKOUT_ENV"] == "production"
     # Wrapping wsgi_app is Flask's documented way to add middleware; mypy sees it as a method being replaced.
     app.wsgi_app = BoundedBody(app.wsgi_app, int(app.config["MAX_CONTENT_LENGTH"]))  # type: ignore[method-assign]
 
@@ -120,4 +127,6 @@ def register_security(app: Flask) -> None:
         headers["X-Frame-Options"] = "DENY"
         if request.endpoint != "static":
             headers["Cache-Control"] = "no-store"
+        if production and request.is_secure:
+            headers["Strict-Transport-Security"] = STRICT_TRANSPORT_SECURITY
         return response

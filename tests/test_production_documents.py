@@ -1,5 +1,5 @@
 """What a production shop tells the world: no demo token, no test card in its OpenAPI document,
-and HSTS on every answer it gives over HTTPS (never over plain http)."""
+and HSTS on every answer it gives over HTTPS (never over plain http, never in development)."""
 
 from __future__ import annotations
 
@@ -43,3 +43,18 @@ def test_the_production_openapi_document_names_no_demo_token_and_no_test_card(pr
 def test_the_development_openapi_document_still_names_the_demo_token_and_the_test_cards(client: FlaskClient) -> None:
     text = client.get("/api/openapi.json").get_data(as_text=True)
     assert "demo-alice-token" in text and "4242 4242 4242 4242" in text
+
+
+def test_a_production_answer_over_https_carries_hsts(production: Flask) -> None:
+    response = production.test_client().get("/", base_url="https://localhost")
+    assert response.headers["Strict-Transport-Security"] == "max-age=31536000; includeSubDomains"
+    api = production.test_client().get("/api/openapi.json", base_url="https://localhost")
+    assert "Strict-Transport-Security" in api.headers
+
+
+def test_a_production_answer_over_plain_http_carries_no_hsts(production: Flask) -> None:
+    assert "Strict-Transport-Security" not in production.test_client().get("/").headers
+
+
+def test_a_development_answer_over_https_carries_no_hsts(client: FlaskClient) -> None:
+    assert "Strict-Transport-Security" not in client.get("/", base_url="https://localhost").headers
