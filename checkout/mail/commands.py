@@ -59,10 +59,12 @@ def _report(done: Round, *, quiet: bool) -> None:
     for outgoing in done.sent:
         click.echo(f"sent {outgoing.message_id} to {outgoing.recipient} ({outgoing.title})")
     for failure in done.failed:
-        wait = max(0, round((failure.retry_at - utcnow()).total_seconds()))
+        if failure.retry_at is None:
+            then = "refused for good, not tried again"
+        else:
+            then = f"next try in {max(0, round((failure.retry_at - utcnow()).total_seconds()))} s"
         click.echo(
-            f"NOT sent {failure.outgoing.message_id} (attempt {failure.attempts}): {failure.error}; "
-            f"next try in {wait} s",
+            f"NOT sent {failure.outgoing.message_id} (attempt {failure.attempts}): {failure.error}; {then}",
             err=True,
         )
     if done.transport_down:
@@ -72,7 +74,8 @@ def _report(done: Round, *, quiet: bool) -> None:
     if quiet:
         return
     waiting = backlog()
-    click.echo(f"sent {len(done.sent)} via {done.transport}; {waiting.unsent} unsent")
+    refused = f"; {waiting.refused} refused for good (their error is kept)" if waiting.refused else ""
+    click.echo(f"sent {len(done.sent)} via {done.transport}; {waiting.unsent} unsent{refused}")
     if waiting.held and waiting.held_until is not None:
         seconds = max(0, round((waiting.held_until - utcnow()).total_seconds()))
         click.echo(

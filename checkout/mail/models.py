@@ -31,6 +31,9 @@ class OutboxMessage(Base):
     sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     attempts: Mapped[int] = mapped_column(default=0, server_default="0")
     last_error: Mapped[str | None] = mapped_column(sa.String(300))
+    # The mail server refused it for good (a 5xx, an address it cannot take, a message that cannot be
+    # built): no relay takes it again, and last_error says why. A temporary refusal waits in claimed_until.
+    refused_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     # No relay takes the message before this: a relay claimed it to send it (a short lease, so two
     # relays never send it at once), or its last send failed and it waits out a backoff.
     claimed_until: Mapped[datetime | None] = mapped_column(UTCDateTime())

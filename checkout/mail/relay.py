@@ -21,8 +21,13 @@ One round, ``relay_once``:
 
 A send that fails leaves the message unsent: the attempt stays counted, a
 short error is kept (``last_error``), and the claim is stretched into a backoff
-(2 s, 4 s, 8 s ... 5 min) after which a later round tries again. A refused
-message does not stop the round; a transport that is down ends it.
+(2 s, 4 s, 8 s ... 5 min) after which a later round tries again. A message the
+server refuses does not stop the round: a refusal for good (SMTP's 5xx, an
+address the server cannot take, a message that cannot be built) marks it
+``refused_at`` and no round takes it again, since a resend would be refused
+the same; a refusal for now (4xx) waits out its backoff. Only a transport that
+is down (no connection, a dropped one, a 421) ends the round: the next message
+would fail the same way.
 
 At least once. The relay can die between 3 and 4 (a crash, ``kill -9``, a
 lost database connection): the message went out, but the outbox still says
@@ -154,7 +159,11 @@ def _due(limit: int) -> list[Outgoing]:
                 outbox.c.created_at,
                 outbox.c.attempts,
             )
-            .where(outbox.c.sent_at.is_(None), sa.or_(outbox.c.claimed_until.is_(None), outbox.c.claimed_until <= now))
+            .where(
+                outbox.c.sent_at.is_(None),
+                outbox.c.refused_at.is_(None),
+                sa.or_(outbox.c.claimed_until.is_(None), outbox.c.claimed_until <= now),
+            )
             .order_by(outbox.c.id)
             .limit(limit)
         ).all()
@@ -170,6 +179,7 @@ def _claim(outgoing: Outgoing) -> int | None:
             .where(
                 outbox.c.id == outgoing.id,
                 outbox.c.sent_at.is_(None),
+                outbox.c.refused_at.is_(None),
                 sa.or_(outbox.c.claimed_until.is_(None), outbox.c.claimed_until <= now),
             )
             .values(claimed_until=now + timedelta(seconds=CLAIM_SECONDS), attempts=outbox.c.attempts + 1)
@@ -202,12 +212,22 @@ def _mark_failed(outgoing: Outgoing, attempts: int, error: str) -> datetime:
     return retry_at
 
 
+def _mark_refused(outgoing: Outgoing, error: str) -> None:
+    """Refused for good: keep the error, release the claim, and let no relay take it again."""
+    with writing() as session:
+        session.execute(
+            sa.update(outbox)
+            .where(outbox.c.id == outgoing.id, outbox.c.sent_at.is_(None))
+            .values(last_error=error, refused_at=utcnow(), claimed_until=None)
+        )
+
+
 @dataclass(frozen=True)
 class Failure:
     outgoing: Outgoing
     attempts: int
     error: str
-    retry_at: datetime
+    retry_at: datetime | None  # None: refused for good, never tried again
 
 
 @dataclass
@@ -248,11 +268,15 @@ def relay_once(
             try:
                 message = build(outgoing)
             except ValueError as malformed:  # a header no email may carry (a line break in an address)
-                raise MessageRefused(f"cannot be built: {malformed}") from malformed
+                raise MessageRefused(f"cannot be built: {malformed}", permanent=True) from malformed
             transport.send(message)
         except MessageRefused as refused:
             error = short_error(refused)
-            done.failed.append(Failure(outgoing, attempts, error, _mark_failed(outgoing, attempts, error)))
+            if refused.permanent:
+                _mark_refused(outgoing, error)
+                done.failed.append(Failure(outgoing, attempts, error, None))
+            else:
+                done.failed.append(Failure(outgoing, attempts, error, _mark_failed(outgoing, attempts, error)))
             continue
         except Exception as down:
             error = short_error(down)
@@ -270,23 +294,27 @@ def relay_once(
 
 @dataclass(frozen=True)
 class Backlog:
-    """The unsent messages, and the ones a relay holds (sending them, or waiting out a failure)."""
+    """The unsent messages, the ones a relay holds (sending them, or waiting out a failure), and the
+    ones the server refused for good (no relay sends them)."""
 
     unsent: int
     held: int
     held_until: datetime | None  # when the first held message is free again
+    refused: int = 0
 
 
 def backlog() -> Backlog:
     now = utcnow()
-    unsent = outbox.c.sent_at.is_(None)
+    unsent = sa.and_(outbox.c.sent_at.is_(None), outbox.c.refused_at.is_(None))
     held = sa.and_(unsent, outbox.c.claimed_until > now)
+    refused = sa.and_(outbox.c.sent_at.is_(None), outbox.c.refused_at.is_not(None))
     with reading() as session:
         count = session.scalar(sa.select(sa.func.count()).select_from(outbox).where(unsent))
         held_count, held_until = session.execute(
             sa.select(sa.func.count(), sa.func.min(outbox.c.claimed_until)).where(held)
         ).one()
-        return Backlog(int(count or 0), int(held_count or 0), held_until)
+        refused_count = session.scalar(sa.select(sa.func.count()).select_from(outbox).where(refused))
+        return Backlog(int(count or 0), int(held_count or 0), held_until, int(refused_count or 0))
 
 
 def die_before_marking(outgoing: Outgoing) -> None:

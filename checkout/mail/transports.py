@@ -13,6 +13,16 @@ A transport either returns (the message is handed over), raises
 ``MessageRefused`` (the server refused this one message: the relay goes on
 with the next), or raises anything else (the transport is down: the relay
 ends its round).
+
+A refusal is permanent or temporary, as SMTP's reply codes say: a 5xx (no such
+mailbox, content refused), an address the server cannot take (a non-ASCII
+address where the server offers no SMTPUTF8) and a message that cannot be
+encoded are final, and the relay keeps the message with its error and never
+sends it again; a 4xx (mailbox busy, greylisting) is "not now", and the message
+waits out a backoff. A refused sender waits out a backoff too, whatever its
+code: the sender is the shop's own, the same on every message. A 421 is the
+server closing the connection (it is going down): that is the transport, not
+the message, and it ends the round.
 """
 
 from __future__ import annotations
@@ -37,8 +47,18 @@ SMTP_TIMEOUT_SECONDS = 5.0
 EHLO_NAME = "checkout.invalid"
 
 
+CLOSING = 421  # "service not available, closing transmission channel": the server, not this message
+
+
 class MessageRefused(Exception):
-    """The server refused this message (its recipient, its content); other messages may still go."""
+    """The server refused this message (its recipient, its content); other messages may still go.
+
+    ``permanent``: sending it again would be refused again (SMTP's 5xx), so it is not retried.
+    """
+
+    def __init__(self, reason: str, *, permanent: bool) -> None:
+        super().__init__(reason)
+        self.permanent = permanent
 
 
 class Transport(Protocol):
@@ -57,8 +77,25 @@ class SmtpTransport:
         try:
             with smtplib.SMTP(self.host, self.port, local_hostname=EHLO_NAME, timeout=self.timeout) as smtp:
                 smtp.send_message(message)
-        except (smtplib.SMTPRecipientsRefused, smtplib.SMTPDataError) as refused:
-            raise MessageRefused(str(refused)) from refused
+        except smtplib.SMTPNotSupportedError as unsupported:  # a non-ASCII address, and no SMTPUTF8 offered
+            raise MessageRefused(str(unsupported), permanent=True) from unsupported
+        except smtplib.SMTPRecipientsRefused as refused:
+            codes = [code for code, _reply in refused.recipients.values()]
+            if CLOSING in codes:
+                raise
+            raise MessageRefused(str(refused), permanent=all(code >= 500 for code in codes)) from refused
+        except smtplib.SMTPSenderRefused as refused:
+            if refused.smtp_code == CLOSING:
+                raise
+            # Every message has the shop's one sender: a refusal of it is most likely the server's setup
+            # (a login it wants, a policy), fixed once for all, after which the message must still go.
+            raise MessageRefused(str(refused), permanent=False) from refused
+        except smtplib.SMTPDataError as refused:
+            if refused.smtp_code == CLOSING:
+                raise
+            raise MessageRefused(str(refused), permanent=refused.smtp_code >= 500) from refused
+        except UnicodeError as unencodable:  # a header or address the connection's encoding cannot carry
+            raise MessageRefused(f"cannot be encoded: {unencodable}", permanent=True) from unencodable
 
     def describe(self) -> str:
         return f"smtp://{self.host}:{self.port}"
