@@ -30,6 +30,15 @@ SPAM_TITLE = "Your order ord_spam is paid"  # 554 at the end of DATA
 class StrictRecorder(SmtpRecorder):
     """A server that refuses some messages for good and some for now, and closes on one."""
 
+    refuse_sender = False
+
+    async def handle_MAIL(self, server: Any, session: Any, envelope: Any, address: str, options: Any) -> str:  # noqa: N802
+        if self.refuse_sender:
+            return "553 5.7.1 sender not allowed without a login"
+        envelope.mail_from = address
+        envelope.mail_options.extend(options)
+        return "250 OK"
+
     async def handle_RCPT(self, server: Any, session: Any, envelope: Any, address: str, options: Any) -> str:  # noqa: N802
         if address == BUSY_RECIPIENT:
             return "451 4.3.0 mailbox busy, try again later"
@@ -132,6 +141,18 @@ def test_a_temporary_refusal_is_tried_again_after_its_backoff(app: Flask, ledger
         later = relay_in(app)
     assert [f.outgoing.subject for f in later.failed] == ["ord_busy"]
     assert by_subject(ledger)["ord_busy"].attempts == 2
+
+
+def test_a_refused_sender_waits_out_a_backoff_and_the_round_goes_on(app: Flask, ledger: Ledger) -> None:
+    """The sender is the shop's own, on every message: its refusal is the server's setup, fixed once for all."""
+    enqueue_message(app, "ord_a")
+    enqueue_message(app, "ord_b")
+    with server_without_smtputf8(app) as server:
+        server.refuse_sender = True
+        done = relay_in(app)
+    assert not done.transport_down and [f.outgoing.subject for f in done.failed] == ["ord_a", "ord_b"]
+    assert all(f.retry_at is not None for f in done.failed)
+    assert all(m.refused_at is None and "553" in (m.last_error or "") for m in ledger.rows(OutboxMessage))
 
 
 def test_a_server_that_closes_the_connection_with_421_ends_the_round(app: Flask, ledger: Ledger) -> None:
