@@ -53,9 +53,21 @@ def register_commands(app: Flask) -> None:
 
     @gateway_commands.command("deliver")
     @click.option("--forever", is_flag=True, help="Keep delivering, every second (a separate process).")
-    @click.option("--url", default=None, help="Where to POST (default: CHECKOUT_WEBHOOK_URL, else this shop).")
+    @click.option(
+        "--url", default=None, help="Where to POST (default: CHECKOUT_WEBHOOK_URL, else CHECKOUT_SHOP_URL's webhook)."
+    )
     def deliver_command(forever: bool, url: str | None) -> None:
         """Deliver the gateway's due events (webhooks) to the shop, at least once."""
+        if (
+            not url
+            and current_app.config["CHECKOUT_ENV"] == "production"
+            and not current_app.config["CHECKOUT_WEBHOOK_URL"]
+        ):
+            # The development default (CHECKOUT_SHOP_URL's /webhooks/gateway) is no address for production.
+            raise click.UsageError(
+                "CHECKOUT_ENV=production needs CHECKOUT_WEBHOOK_URL (or --url): the full address of the shop's "
+                "/webhooks/gateway, for example https://shop.example/webhooks/gateway"
+            )
         target = url or webhook_url(current_app)
         while True:
             for delivery in deliverer(current_app).deliver_due(target):

@@ -16,6 +16,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
+
+from werkzeug.sansio.utils import host_is_trusted
 
 ENVIRONMENTS = ("development", "production")
 
@@ -70,6 +73,36 @@ def _relay(value: str) -> str:
     return mode
 
 
+def _http_url(value: str) -> str:
+    """An http(s) address with a host: the shop sends requests there, so it is configured, never guessed."""
+    url = value.strip()
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:  # not a number, or out of range
+        port = -1
+    if parts.scheme not in ("http", "https") or not parts.hostname or port == -1 or parts.query or parts.fragment:
+        raise ValueError(f"must be an http:// or https:// URL with a host, not {value!r}")
+    return url
+
+
+def _base_url(value: str) -> str:
+    return _http_url(value).rstrip("/")
+
+
+def _optional_http_url(value: str) -> str:
+    return _http_url(value) if value.strip() else ""
+
+
+def _host_names(value: str) -> tuple[str, ...]:
+    """``shop.example, .shop.example``: names, not URLs (a leading dot allows every subdomain)."""
+    names = tuple(name.strip().lower() for name in value.split(",") if name.strip())
+    for name in names:
+        if "/" in name or ":" in name or any(character.isspace() for character in name):
+            raise ValueError(f"{name!r} is not a host name: give names like shop.example, without scheme or port")
+    return names
+
+
 @dataclass(frozen=True)
 class Setting:
     default: Any
@@ -103,8 +136,22 @@ SETTINGS: dict[str, Setting] = {
         "", _text, "Redis, for rate-limit counters shared by every worker, and the lab's Redis store of keys"
     ),
     "CHECKOUT_LAB": Setting(True, parse_bool, "the teaching pages; always off in production"),
+    "CHECKOUT_SHOP_URL": Setting(
+        "http://127.0.0.1:5000",
+        _base_url,
+        "this shop's own address, where its server-side requests go (the lab's forms, the default webhook URL)",
+    ),
+    "CHECKOUT_TRUSTED_HOSTS": Setting(
+        (),
+        _host_names,
+        "the host names this shop answers to, comma-separated (Flask's TRUSTED_HOSTS; another Host gets 400); "
+        "required in production, any host in development when empty",
+    ),
     "CHECKOUT_WEBHOOK_URL": Setting(
-        "", _text, "where the gateway delivers its events (default: this shop's own /webhooks/gateway)"
+        "",
+        _optional_http_url,
+        "where the gateway delivers its events (default: CHECKOUT_SHOP_URL + /webhooks/gateway); "
+        "required in production while CHECKOUT_WEBHOOK_RELAY=thread",
     ),
     "CHECKOUT_WEBHOOK_SECRET": Setting("", _text, "signs the gateway's webhooks; generated once in development"),
     "CHECKOUT_WEBHOOK_DUPLICATE_RATE": Setting(
@@ -231,6 +278,52 @@ def _sqlite_file(uri: str) -> Path | None:
     return Path(uri[len(prefix) :].split("?", 1)[0])
 
 
+def _parsed(config: dict[str, Any], name: str) -> Any:
+    """A setting the caller's mapping gave as text is checked as the environment's would be."""
+    value = config[name]
+    if not isinstance(value, str):
+        return value
+    try:
+        return SETTINGS[name].parse(value)
+    except ValueError as error:
+        raise ValueError(f"{name}={value!r} is not valid: {error}") from None
+
+
+def _addresses(config: dict[str, Any], production: bool) -> None:
+    """Where the shop's own requests go, and which Host headers it answers: configured, never learned."""
+    config["CHECKOUT_SHOP_URL"] = _parsed(config, "CHECKOUT_SHOP_URL")
+    config["CHECKOUT_WEBHOOK_URL"] = _parsed(config, "CHECKOUT_WEBHOOK_URL")
+    if not isinstance(config["CHECKOUT_TRUSTED_HOSTS"], str):  # a list from the caller's mapping
+        config["CHECKOUT_TRUSTED_HOSTS"] = ",".join(config["CHECKOUT_TRUSTED_HOSTS"])
+    hosts = config["CHECKOUT_TRUSTED_HOSTS"] = _parsed(config, "CHECKOUT_TRUSTED_HOSTS")
+    if hosts:
+        config["TRUSTED_HOSTS"] = list(hosts)
+        # The shop's requests to itself carry these URLs' hosts: refused by the list, they would all get 400.
+        own = {"CHECKOUT_WEBHOOK_URL": config["CHECKOUT_WEBHOOK_URL"]}
+        if not production:  # the lab's forms, and the default webhook URL
+            own["CHECKOUT_SHOP_URL"] = config["CHECKOUT_SHOP_URL"]
+        for name, url in own.items():
+            host = urlsplit(url).hostname
+            if host and not host_is_trusted(host, hosts):
+                raise ValueError(
+                    f"{name}'s host {host} is not in CHECKOUT_TRUSTED_HOSTS: the shop would answer its own "
+                    f"requests there with 400; add {host} to CHECKOUT_TRUSTED_HOSTS"
+                )
+    if not production:
+        return
+    if not hosts:
+        raise ValueError(
+            "CHECKOUT_ENV=production needs CHECKOUT_TRUSTED_HOSTS: the host names this shop answers to, "
+            "comma-separated (for example shop.example,www.shop.example); any other Host header gets 400"
+        )
+    if config["CHECKOUT_WEBHOOK_RELAY"] == "thread" and not config["CHECKOUT_WEBHOOK_URL"]:
+        raise ValueError(
+            "CHECKOUT_ENV=production with CHECKOUT_WEBHOOK_RELAY=thread needs CHECKOUT_WEBHOOK_URL: the full "
+            "address of this shop's /webhooks/gateway, where the relay posts the signed events "
+            "(for example https://shop.example/webhooks/gateway)"
+        )
+
+
 def finalize(config: dict[str, Any], instance_path: str) -> None:
     """Apply the rules that depend on several settings at once; refuse what cannot work."""
     production = config["CHECKOUT_ENV"] == "production"
@@ -249,6 +342,7 @@ def finalize(config: dict[str, Any], instance_path: str) -> None:
             config["CHECKOUT_FINGERPRINT_SECRET"] = instance_secret(instance_path, "fingerprint_secret")
         if not config["CHECKOUT_WEBHOOK_SECRET"]:
             config["CHECKOUT_WEBHOOK_SECRET"] = instance_secret(instance_path, "webhook_secret")
+    _addresses(config, production)
 
     # A lease must outlive the longest gateway call, or reconcile could take over a payment whose
     # worker is still inside the call (the gateway key is fenced anyway; this keeps it rare).

@@ -179,6 +179,7 @@ def live_server(app: Flask) -> Iterator[LiveServer]:
     server_info = LiveServer(url="", app=app)
     server = make_server("127.0.0.1", 0, _CountPosts(app, server_info), threaded=True)
     server_info.url = f"http://127.0.0.1:{server.server_port}"
+    app.config["CHECKOUT_SHOP_URL"] = server_info.url  # where the lab's own requests (and webhooks) go
     # poll_interval: shutdown() waits for the serving loop to notice; 0.5 s by default, per test.
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
     thread.start()

@@ -4,8 +4,9 @@ A real provider runs its own webhook delivery; this mock has none, so in
 development each worker process runs a small background thread that
 delivers due events every second (``CHECKOUT_WEBHOOK_RELAY=thread``). In
 production, run ``flask --app checkout gateway deliver --forever`` as its
-own process instead. The URL is ``CHECKOUT_WEBHOOK_URL``, else this shop's
-own ``/webhooks/gateway`` as the first request reached it.
+own process instead. The URL is ``CHECKOUT_WEBHOOK_URL``, else
+``CHECKOUT_SHOP_URL`` + ``/webhooks/gateway``: always configured, never taken
+from a request, whose Host header anyone can forge.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import logging
 import os
 import threading
 
-from flask import Flask, request
+from flask import Flask
 from sqlalchemy.exc import OperationalError
 
 from checkout.gateway.webhooks import Deliverer
@@ -30,10 +31,13 @@ def deliverer(app: Flask) -> Deliverer:
     return found
 
 
+def shop_url(app: Flask) -> str:
+    """This shop's own base address, as configured: where its server-side requests to itself go."""
+    return str(app.config["CHECKOUT_SHOP_URL"]).rstrip("/")
+
+
 def webhook_url(app: Flask) -> str:
-    configured = str(app.config["CHECKOUT_WEBHOOK_URL"])
-    learned = app.extensions.get("checkout.webhook_url")
-    return configured or learned or f"http://127.0.0.1:5000{PATH}"
+    return str(app.config["CHECKOUT_WEBHOOK_URL"]) or shop_url(app) + PATH
 
 
 def register_webhook_relay(app: Flask) -> None:
@@ -56,7 +60,6 @@ def register_webhook_relay(app: Flask) -> None:
         with guard:
             if started.get("pid") == os.getpid():
                 return
-            app.extensions.setdefault("checkout.webhook_url", request.url_root.rstrip("/") + PATH)
             thread = threading.Thread(target=_relay, args=(app, stop), name=RELAY_THREAD, daemon=True)
             thread.start()
             started["pid"] = os.getpid()

@@ -17,7 +17,7 @@ from flask_babel import gettext as _
 from markupsafe import Markup, escape
 
 from checkout.database import utcnow
-from checkout.gateway.relay import PATH, deliverer
+from checkout.gateway.relay import deliverer, webhook_url
 from checkout.idempotency import Scope, peek
 from checkout.lab import controls, damage, lab_only
 from checkout.lab.concepts import CONCEPTS, PAGES
@@ -155,14 +155,9 @@ def kill_worker() -> ResponseReturnValue:
     return response
 
 
-def _shop_webhook_url() -> str:
-    """Where the gateway delivers: the configured URL, else this very shop, as this request reached it."""
-    return str(current_app.config["CHECKOUT_WEBHOOK_URL"]) or request.url_root.rstrip("/") + PATH
-
-
 @bp.post("/lab/webhooks/deliver")
 def deliver_webhooks() -> ResponseReturnValue:
-    done = deliverer(current_app).deliver_due(_shop_webhook_url())
+    done = deliverer(current_app).deliver_due(webhook_url(current_app))
     if done:
         delivered = "; ".join(f"{d.type} {d.event_id[:12]}… → {d.status}" for d in done)
         flash(_("Delivered: %(events)s", events=delivered), "success")
@@ -173,7 +168,7 @@ def deliver_webhooks() -> ResponseReturnValue:
 
 @bp.post("/lab/webhooks/<event_id>/redeliver")
 def redeliver_webhook(event_id: str) -> ResponseReturnValue:
-    done = deliverer(current_app).redeliver(event_id, _shop_webhook_url())
+    done = deliverer(current_app).redeliver(event_id, webhook_url(current_app))
     if done is None:
         flash(_("There is no gateway event with that id."), "error")
     else:

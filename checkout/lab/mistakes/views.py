@@ -6,9 +6,11 @@
 - ``GET /lab/mistakes/<name>``: what the mistake is, how to trigger it, what
   to look for, where the fix lives, and the twin's code;
 - ``POST /lab/mistakes/<name>/send``: the page's form. It sends the request
-  over HTTP to this very shop, as a client would (so under ``make serve`` it
-  lands on any of the workers), to the twin or to the safe endpoint, then
-  shows the answers on the page.
+  over HTTP to this very shop at ``CHECKOUT_SHOP_URL``, as a client would (so
+  under ``make serve`` it lands on any of the workers), to the twin or to the
+  safe endpoint, then shows the answers on the page. Never to the address the
+  form's own request names: its Host header is the sender's to forge, and the
+  request carries a bearer token.
 
 All of it answers 404 when the lab is off.
 """
@@ -24,7 +26,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from flask import Blueprint, Response, abort, redirect, render_template, request, session, url_for
+from flask import Blueprint, Response, abort, current_app, redirect, render_template, session, url_for
 from flask.typing import ResponseReturnValue
 from flask_babel import lazy_gettext as _l
 from flask_wtf import FlaskForm
@@ -33,6 +35,7 @@ from wtforms.validators import DataRequired, Length, NumberRange
 
 from checkout.extensions import csrf
 from checkout.gateway.cards import TEST_CARDS, pretty
+from checkout.gateway.relay import shop_url
 from checkout.i18n import N_
 from checkout.lab import damage, lab_only
 from checkout.lab.mistakes.catalog import BY_NAME, MISTAKES, SAFE_ENDPOINT, Mistake
@@ -180,7 +183,7 @@ def send(name: str) -> ResponseReturnValue:
 def _send_copies(mistake: Mistake, target: str, form: SendForm) -> list[tuple[int, dict[str, str], bytes]]:
     """Send ``copies`` identical requests at the same instant (a barrier, not a sleep), over HTTP to this shop."""
     key = (form.key.data or "").strip()
-    url = request.url_root.rstrip("/") + ("/api/orders" if target == "safe" else mistake.url)
+    url = shop_url(current_app) + ("/api/orders" if target == "safe" else mistake.url)
     body = json.dumps(
         {
             "items": [{"sku": "MUG-01", "quantity": form.quantity.data}],
