@@ -118,6 +118,7 @@ def production_app(monkeypatch: pytest.MonkeyPatch, tmp_path: Any, env: str = "p
     monkeypatch.setenv("SECRET_KEY", STRONG)
     monkeypatch.setenv("CHECKOUT_FINGERPRINT_SECRET", STRONG[::-1])
     monkeypatch.setenv("CHECKOUT_WEBHOOK_SECRET", "b" + STRONG[1:][::-1])
+    monkeypatch.setenv("CHECKOUT_TRUSTED_HOSTS", "shop.example,localhost")  # localhost: the test client's Host
     app = create_app({"SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path}/p.db"})
     with app.app_context():
         db.create_all()

@@ -96,6 +96,7 @@ def test_production_turns_the_lab_off(monkeypatch: pytest.MonkeyPatch, tmp_path:
             "CHECKOUT_FINGERPRINT_SECRET": "c5b3a1f0e8d6c4b2a0f9e7d5c3b1a6f8e2c4d5b0a7e1c9f3",
             "CHECKOUT_WEBHOOK_SECRET": "9e7d5c3b1a6f8e2c4d5b0a7e1c9f3c5b3a1f0e8d6c4b2a0f",
             "CHECKOUT_LAB": True,
+            "CHECKOUT_TRUSTED_HOSTS": "localhost",  # the test client's Host
         }
     )
     assert app.config["CHECKOUT_LAB"] is False

@@ -35,6 +35,7 @@ def test_production_starts_with_a_strong_secret_key(monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("SECRET_KEY", STRONG_SECRET)
     monkeypatch.setenv("CHECKOUT_FINGERPRINT_SECRET", STRONG_SECRET[::-1])
     monkeypatch.setenv("CHECKOUT_WEBHOOK_SECRET", "e" + STRONG_SECRET[1:][::-1])
+    monkeypatch.setenv("CHECKOUT_TRUSTED_HOSTS", "shop.example")
     app = create_app({"SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path}/p.db"})
     assert app.config["CHECKOUT_ENV"] == "production"
 
