@@ -5,6 +5,8 @@ BIN := $(VENV)/bin
 FLASK := $(BIN)/flask --app checkout
 HOST ?= 127.0.0.1
 PORT ?= 5000
+# The shop's own address: where the lab's forms and the webhook relay send their requests (never a Host header).
+CHECKOUT_SHOP_URL ?= http://$(HOST):$(PORT)
 INSTANCE ?= $(or $(CHECKOUT_INSTANCE_PATH),instance)
 TRANSLATIONS := checkout/translations
 
@@ -44,11 +46,11 @@ seed: migrate
 
 ## Serve the shop on http://127.0.0.1:5000 with SQLite, in one process (HOST=..., PORT=... to change).
 run: seed
-	$(FLASK) run --host $(HOST) --port $(PORT)
+	CHECKOUT_SHOP_URL=$(CHECKOUT_SHOP_URL) $(FLASK) run --host $(HOST) --port $(PORT)
 
 ## Serve it with gunicorn, 4 workers x 4 threads, on the same HOST and PORT (exercise 5 needs this).
 serve: seed
-	$(BIN)/gunicorn --config gunicorn.conf.py --bind $(HOST):$(PORT) 'checkout:create_app()'
+	CHECKOUT_SHOP_URL=$(CHECKOUT_SHOP_URL) $(BIN)/gunicorn --config gunicorn.conf.py --bind $(HOST):$(PORT) 'checkout:create_app()'
 
 ## Start a fresh workshop: an empty development database, migrated and seeded (secrets are kept).
 reset-lab: install
@@ -88,7 +90,7 @@ screenshots: install
 
 ## 1000 payments through injected faults against a running shop (make run first); MASS_ARGS=--unsafe
 mass: install
-	$(BIN)/python -m checkout.lab.mass --url http://$(HOST):$(PORT) $(MASS_ARGS)
+	$(BIN)/python -m checkout.lab.mass --url $(CHECKOUT_SHOP_URL) $(MASS_ARGS)
 
 ## Remove the virtual environment and the development instance folder (database and secrets).
 clean:

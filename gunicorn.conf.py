@@ -4,6 +4,8 @@ Every worker must share the database and the SECRET_KEY (sessions, CSRF and
 the request fingerprints depend on it); in development the key is generated
 once into the instance folder, which every worker reads.
 Several app servers on several machines share one PostgreSQL.
+Set CHECKOUT_SHOP_URL to the address you bind (``make serve`` does): the lab
+and the webhook relay send their requests there, never to a Host header.
 """
 
 import os

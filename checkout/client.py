@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import sys
 import time
@@ -138,7 +139,11 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__.split("\n\n")[0],
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    parser.add_argument("--url", default="http://127.0.0.1:5000", help="the shop")
+    parser.add_argument(
+        "--url",
+        default=os.environ.get("CHECKOUT_SHOP_URL") or "http://127.0.0.1:5000",
+        help="the shop (CHECKOUT_SHOP_URL)",
+    )
     parser.add_argument(
         "--path",
         default="/api/orders",

@@ -444,7 +444,7 @@ def gunicorn_server(
     with log.open("wb") as log_file:
         process = subprocess.Popen(
             command,
-            env={**app_environment(database_url), **(settings or {})},
+            env={**app_environment(database_url), "CHECKOUT_SHOP_URL": f"http://{HOST}:{port}", **(settings or {})},
             stdout=subprocess.DEVNULL,
             stderr=log_file,
         )

@@ -125,6 +125,7 @@ def main() -> None:
                 seed(demo_customers=True)
             db.session.remove()
         server = make_server("127.0.0.1", 0, app, threaded=True)
+        app.config["CHECKOUT_SHOP_URL"] = f"http://127.0.0.1:{server.server_port}"  # the relay's webhooks go here
         threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         try:
             with sync_playwright() as playwright:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import sys
 import time
@@ -147,7 +148,11 @@ def _pick_card(rng: random.Random) -> tuple[str, bool]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m checkout.lab.mass", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--url", default="http://127.0.0.1:5000")
+    parser.add_argument(
+        "--url",
+        default=os.environ.get("CHECKOUT_SHOP_URL") or "http://127.0.0.1:5000",
+        help="the shop (CHECKOUT_SHOP_URL)",
+    )
     parser.add_argument("--payments", type=int, default=1000)
     parser.add_argument("--clients", type=int, default=12)
     parser.add_argument("--timeout", type=float, default=1.0, help="seconds a client waits for an answer")
