@@ -215,6 +215,16 @@ def insert(values: dict[str, Any], lines: Sequence[Line]) -> OrderView | None:
     return _view(row, lines)
 
 
+def withdraw(order: OrderView) -> None:
+    """Delete an order inserted in this same unit of work, before it was ever committed.
+
+    The payment inserts its order before it takes stock, so that the orders' unique
+    constraints answer a late retry first; an order its stock then refuses was never placed.
+    """
+    db.session.execute(sa.delete(order_items).where(order_items.c.order_id == order.id))
+    db.session.execute(sa.delete(orders).where(orders.c.id == order.id, orders.c.status == PENDING))
+
+
 def end_pending(order: OrderView, status: str, charge_id: str | None) -> OrderView | None:
     """Move a pending order to its outcome; None if it was no longer pending (someone else ended it first)."""
     row = db.session.execute(

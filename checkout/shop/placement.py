@@ -3,8 +3,9 @@
     started ──(claim + order row, one transaction)──▶ order_created ──(gateway, then one transaction)──▶ finished
 
 - From ``started`` (inside the claim's own transaction): the order is
-  created for the lines being paid, and the key's record moves to
-  ``order_created``. Nothing is called outside.
+  inserted for the lines being paid (or the orders' unique constraints find
+  the one that exists, which answers), then its stock is taken, and the
+  key's record moves to ``order_created``. Nothing is called outside.
 - From ``order_created``: the gateway is called with no transaction open,
   with a key derived from the order, so calling it again (a retry, a resumed
   operation) can never charge twice. Then one transaction records what the
@@ -134,24 +135,28 @@ class PlaceOrder:
 
     def create_order(self, operation: Operation, _nothing: None) -> Step:
         lines, currency = self._lines()
+        # The order first, its stock second. The orders' own unique constraints are asked before the
+        # shelf is: a late retry (its key's record purged, or forgotten by Redis) or a second key for
+        # this cart version finds the order that exists and gets its answer, even when that order took
+        # the last item. Taking stock first would tell it "out of stock" for the stock its own order holds.
+        order, created = _insert_order(self.request, lines, currency)
+        if not created:
+            operation.reference = order.public_id
+            # Found by its key (the record was purged or lost) or by its cart version (a second tab, a forged form).
+            if order.status == PENDING:
+                raise Refuse(self.respond.in_progress(order))
+            operation.note(PaymentEvent.ALREADY_FINAL, order_id=order.public_id, status=order.status)
+            return Complete(answer_for(order, self.respond))
         short = stock.take(lines)
         if short:
+            orders.withdraw(order)  # inserted a moment ago in this transaction: as if it never was
             # Final under this key, like a decline: stored and replayed. (A browser's cart version
             # moves on, so fixing the cart gets a new key.)
             operation.note(PaymentEvent.OUT_OF_STOCK, skus=short)
             if self.request.cart is not None:
                 carts.retire_version(self.request.cart.cart_id, self.request.cart.version)
             return Complete(self.respond.out_of_stock(short))
-        order, created = _insert_order(self.request, lines, currency)
         operation.reference = order.public_id
-        if not created:
-            stock.give_back(lines)  # taken a moment ago for an order that already exists
-            # The orders' own unique constraints found it: the key's record was purged (a late retry),
-            # or another key already pays this cart version (a second tab, a forged form).
-            if order.status == PENDING:
-                raise Refuse(self.respond.in_progress(order))
-            operation.note(PaymentEvent.ALREADY_FINAL, order_id=order.public_id, status=order.status)
-            return Complete(answer_for(order, self.respond))
         operation.note(PaymentEvent.ORDER_CREATED, order_id=order.public_id)
         # Written in the transaction that precedes the call: the worker named here makes it next.
         operation.note(PaymentEvent.GATEWAY_CALLED, order_id=order.public_id, gateway_key=order.gateway_key)

@@ -1,0 +1,86 @@
+"""Late retries: the key's record is gone (purged after its lifetime, or deleted), and what still
+answers is the business table's own unique constraint. An order is unique on (customer, idempotency
+key), a refund on (order, idempotency key): a retry after the purge gets the order or refund the key
+made, never a sold-out answer for stock its own order holds, never a refusal for money it refunded
+itself, never a 500.
+
+Also here: pending orders nobody holds a record for (the Redis store's, after a dead worker or a
+forgotten key) are finished by reconcile, which asks the gateway behind a fence."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+import sqlalchemy as sa
+from flask import Flask
+from flask.testing import FlaskClient, FlaskCliRunner
+
+from checkout.database import utcnow
+from checkout.extensions import db
+from checkout.idempotency import IdempotencyRecord
+from checkout.shop.models import Product
+from tests.helpers import (
+    UNAVAILABLE_CARD,
+    Ledger,
+    add_to_cart,
+    checkout_fields,
+    order_body,
+    post_order,
+    stock_out_of_balance,
+)
+
+LAST_ITEM = [{"sku": "LAST-01", "quantity": 1}]  # the seed's product with a stock of 1, listed last
+
+
+def stock_of(app: Flask, sku: str) -> int:
+    with app.app_context():
+        value = db.session.scalar(sa.select(Product.stock).where(Product.sku == sku))
+        db.session.remove()
+    return int(value or 0)
+
+
+def purge_every_record(app: Flask, runner: FlaskCliRunner) -> None:
+    """Let every completed record outlive its lifetime, then run ``flask idempotency purge``."""
+    with app.app_context():
+        db.session.execute(sa.update(IdempotencyRecord).values(expires_at=utcnow() - timedelta(seconds=1)))
+        db.session.commit()
+    assert "purged" in runner.invoke(args=["idempotency", "purge"]).output
+    assert Ledger(app).records() == []
+
+
+# --- orders: the existing order is found before any stock is taken ---------------------------------
+
+
+def test_a_late_retry_for_the_last_item_after_the_purge_gets_the_paid_order_not_out_of_stock(
+    app: Flask, client: FlaskClient, runner: FlaskCliRunner, ledger: Ledger
+) -> None:
+    key = str(uuid.uuid4())
+    first = post_order(client, key, order_body(items=LAST_ITEM))
+    assert first.status_code == 201 and stock_of(app, "LAST-01") == 0
+    purge_every_record(app, runner)
+    late = post_order(client, key, order_body(items=LAST_ITEM))
+    assert late.status_code == 201, late.get_json()
+    assert late.get_data() == first.get_data() and late.headers["Location"] == first.headers["Location"]
+    [order] = ledger.orders()
+    assert (order.public_id, order.status) == (first.get_json()["id"], "paid")
+    assert [c.reference for c in ledger.succeeded_charges()] == [order.public_id]  # no second charge
+    assert stock_of(app, "LAST-01") == 0 and stock_out_of_balance(app) == {}
+    [record] = ledger.records()  # the late retry's answer is stored again under the key: the order
+    assert record.response_status == 201
+
+
+def test_a_second_key_for_a_cart_version_whose_last_item_is_being_paid_is_told_in_progress_not_sold_out(
+    app: Flask, client: FlaskClient, ledger: Ledger
+) -> None:
+    add_to_cart(client, "LAST-01")
+    fields = {**checkout_fields(client), "email": "s@example.com"}
+    unconfirmed = client.post("/checkout", data={**fields, "card_number": UNAVAILABLE_CARD})
+    assert unconfirmed.status_code == 503  # the order is pending and holds the last lamp
+    forged = {**fields, "card_number": "4242424242424242", "idempotency_key": str(uuid.uuid4())}
+    second = client.post("/checkout", data=forged)  # a forged form (another key) for the same cart version
+    assert second.status_code == 202, second.get_data(as_text=True)  # the cart version's payment is under way
+    assert "sold out" not in second.get_data(as_text=True)
+    assert checkout_fields(client)["idempotency_key"] == fields["idempotency_key"]  # the cart version lives on
+    [order] = ledger.orders()
+    assert order.status == "pending" and stock_of(app, "LAST-01") == 0 and stock_out_of_balance(app) == {}
