@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import timedelta
+from typing import Any
 
 import sqlalchemy as sa
 from flask import Flask
@@ -18,9 +19,12 @@ from flask.testing import FlaskClient, FlaskCliRunner
 
 from checkout.database import utcnow
 from checkout.extensions import db
+from checkout.gateway import GatewayRefund
 from checkout.idempotency import IdempotencyRecord
-from checkout.shop.models import Product
+from checkout.shop.models import Product, Refund
 from tests.helpers import (
+    ALICE,
+    ANSWER_LOST_CARD,
     UNAVAILABLE_CARD,
     Ledger,
     add_to_cart,
@@ -31,6 +35,7 @@ from tests.helpers import (
 )
 
 LAST_ITEM = [{"sku": "LAST-01", "quantity": 1}]  # the seed's product with a stock of 1, listed last
+TOTAL = 2 * 1400 + 500  # order_body(): two mugs and a sticker pack
 
 
 def stock_of(app: Flask, sku: str) -> int:
@@ -47,6 +52,10 @@ def purge_every_record(app: Flask, runner: FlaskCliRunner) -> None:
         db.session.commit()
     assert "purged" in runner.invoke(args=["idempotency", "purge"]).output
     assert Ledger(app).records() == []
+
+
+def refund(client: FlaskClient, order_id: str, key: str, body: dict[str, Any] | None = None) -> Any:
+    return client.post(f"/api/orders/{order_id}/refunds", json=body or {}, headers={**ALICE, "Idempotency-Key": key})
 
 
 # --- orders: the existing order is found before any stock is taken ---------------------------------
@@ -84,3 +93,57 @@ def test_a_second_key_for_a_cart_version_whose_last_item_is_being_paid_is_told_i
     assert checkout_fields(client)["idempotency_key"] == fields["idempotency_key"]  # the cart version lives on
     [order] = ledger.orders()
     assert order.status == "pending" and stock_of(app, "LAST-01") == 0 and stock_out_of_balance(app) == {}
+
+
+# --- refunds: the existing refund is found before what is left is checked ----------------------------
+
+
+def test_a_late_retry_of_a_refund_that_emptied_the_order_answers_with_that_refund(
+    app: Flask, client: FlaskClient, runner: FlaskCliRunner, ledger: Ledger
+) -> None:
+    order = post_order(client, str(uuid.uuid4())).get_json()
+    key = str(uuid.uuid4())
+    first = refund(client, order["id"], key)  # everything that is left
+    assert first.status_code == 201 and first.get_json()["amount_cents"] == TOTAL
+    purge_every_record(app, runner)
+    late = refund(client, order["id"], key)
+    assert late.status_code == 201, late.get_json()
+    assert late.get_data() == first.get_data() and late.headers["Location"] == first.headers["Location"]
+    assert [r.amount_cents for r in ledger.rows(Refund)] == [TOTAL]
+    assert [r.amount_cents for r in ledger.rows(GatewayRefund)] == [TOTAL]
+
+
+def test_a_late_retry_of_a_partial_refund_answers_with_that_refund_and_refunds_nothing_more(
+    app: Flask, client: FlaskClient, runner: FlaskCliRunner, ledger: Ledger
+) -> None:
+    order = post_order(client, str(uuid.uuid4())).get_json()
+    key = str(uuid.uuid4())
+    first = refund(client, order["id"], key, {"amount_cents": 700})
+    assert first.status_code == 201
+    purge_every_record(app, runner)
+    late = refund(client, order["id"], key, {"amount_cents": 700})
+    assert late.status_code == 201, late.get_json()
+    assert late.get_data() == first.get_data() and late.headers["Location"] == first.headers["Location"]
+    [paid] = ledger.orders()
+    assert (paid.status, paid.refunded_cents) == ("partially_refunded", 700)
+    assert [r.amount_cents for r in ledger.rows(Refund)] == [700]
+    assert [r.amount_cents for r in ledger.rows(GatewayRefund)] == [700]
+
+
+def test_a_retry_of_an_unconfirmed_refund_whose_record_was_deleted_finishes_that_refund_not_a_second(
+    app: Flask, client: FlaskClient, ledger: Ledger
+) -> None:
+    order_key = str(uuid.uuid4())
+    assert post_order(client, order_key, order_body(card=ANSWER_LOST_CARD)).status_code == 503
+    order_id = post_order(client, order_key, order_body(card=ANSWER_LOST_CARD)).get_json()["id"]  # paid
+    key = str(uuid.uuid4())
+    first = refund(client, order_id, key, {"amount_cents": 700})
+    assert first.status_code == 503  # the gateway refunded; its answer was lost
+    with app.app_context():  # the record is gone (deleted by hand): only the refunds' unique (order, key) is left
+        db.session.execute(sa.delete(IdempotencyRecord).where(IdempotencyRecord.key == key))
+        db.session.commit()
+    retry = refund(client, order_id, key, {"amount_cents": 700})
+    assert retry.status_code == 201, retry.get_json()
+    assert retry.get_json()["id"] == first.get_json()["refund_id"] and retry.get_json()["status"] == "succeeded"
+    assert [r.amount_cents for r in ledger.rows(Refund)] == [700]
+    assert [r.amount_cents for r in ledger.rows(GatewayRefund)] == [700]

@@ -38,6 +38,7 @@ class RefundView:
     reason: str
     status: str
     created_at: datetime
+    idempotency_key: str | None = None  # the key that made it: refunds are unique on (order, key)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -71,6 +72,7 @@ def refunds_where(where: sa.ColumnElement[bool]) -> list[RefundView]:
             r.reason,
             r.status,
             r.created_at,
+            r.idempotency_key,
         )
         for r in rows
     ]

@@ -60,6 +60,7 @@ class RefundEvent(enum.StrEnum):
     REFUND_EXCEEDS_CHARGE = "refund_exceeds_charge"
     GATEWAY_UNAVAILABLE = "gateway_unavailable"
     ANSWER_LOST = "answer_lost"
+    ALREADY_REFUNDED = "already_refunded"  # a late retry: the refunds' unique (order, key) found its refund
 
 
 def of_order(order_id: int) -> list[RefundView]:
@@ -183,6 +184,11 @@ class PlaceRefund:
             )
         )
         assert order is not None  # the view checked it is this customer's
+        # The refunds' own unique (order, key) first: a late retry (its record purged) made this
+        # refund already, and what is left to refund now does not include the money it gave back.
+        made = next((r for r in order.refunds if r.idempotency_key == self.request.idempotency_key), None)
+        if made is not None:
+            return self._made(operation, made)
         if order.status not in WAS_PAID or order.charge_id is None:
             raise Refuse(self.respond.not_refundable(order))  # nothing stored: it may become refundable
         # A refunded order was paid: what it has left to refund is nothing, a final answer (stored).
@@ -223,7 +229,19 @@ class PlaceRefund:
             self.request.reason,
             REFUND_PENDING,
             utcnow(),
+            self.request.idempotency_key,
         )
+        return MoveTo(REFUND_CREATED)
+
+    def _made(self, operation: Operation, made: RefundView) -> Step:
+        """The refund this key made before its record was purged: a succeeded one is the answer (and
+        is stored again under the key); a pending one is refunded on, under its own refund key."""
+        operation.reference = made.public_id
+        if made.status == REFUND_SUCCEEDED:
+            operation.note(RefundEvent.ALREADY_REFUNDED, order_id=made.order_public_id, refund_id=made.public_id)
+            return Complete(self.respond.refunded(made))
+        operation.note(RefundEvent.GATEWAY_CALLED, refund_id=made.public_id, gateway_key=made.refund_key)
+        self.refund = made
         return MoveTo(REFUND_CREATED)
 
     def _refund(self, operation: Operation) -> RefundView:
