@@ -2,10 +2,7 @@
 answers is the business table's own unique constraint. An order is unique on (customer, idempotency
 key), a refund on (order, idempotency key): a retry after the purge gets the order or refund the key
 made, never a sold-out answer for stock its own order holds, never a refusal for money it refunded
-itself, never a 500.
-
-Also here: pending orders nobody holds a record for (the Redis store's, after a dead worker or a
-forgotten key) are finished by reconcile, which asks the gateway behind a fence."""
+itself, never a 500. (The same on the lab's Redis store: tests/test_late_retries_on_redis.py.)"""
 
 from __future__ import annotations
 

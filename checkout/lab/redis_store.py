@@ -21,7 +21,10 @@ the key again, and what still holds is the database: the orders' unique
 answer for a finished one; for one still pending, the payment goes on under
 its own gateway key, which the gateway charges once). One order, one charge;
 what is lost is the byte-identical replay and the 409 for a duplicate that
-arrives in the gap.
+arrives in the gap. And a payment whose client never comes back leaves no
+record in the database for reconcile to find: reconcile looks for this
+store's pending orders instead (checkout.shop.reconcile), and leaves alone
+one whose key a worker holds in Redis (``lease_held``).
 
 Without Redis (``CHECKOUT_REDIS_URL`` unset, or no answer) the route answers
 503 and the lab says so.
@@ -296,6 +299,23 @@ def status(app: Flask | None = None) -> StoreStatus:
     except (redis.RedisError, ValueError) as error:
         return StoreStatus(True, False, shown_url(url), str(error) or type(error).__name__)
     return StoreStatus(True, True, shown_url(url), None)
+
+
+def lease_held(scope: Scope, app: Flask | None = None) -> bool:
+    """Whether a worker holds this key's lease in Redis now: then reconcile leaves its order to it.
+
+    With no Redis configured nobody can hold one. A Redis that does not answer
+    cannot say: RedisUnavailable, and reconcile decides nothing.
+    """
+    try:
+        redis_store = store(app)
+    except RedisUnavailable:
+        return False
+    try:
+        found = redis_store.look(scope)
+    except (redis.RedisError, ValueError) as error:
+        raise RedisUnavailable(str(error) or type(error).__name__) from error
+    return found is not None and found.record.lease_live(time.time())
 
 
 # --- the operation: the engine's Operation, its record in Redis -------------------------

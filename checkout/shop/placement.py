@@ -19,6 +19,7 @@ asks again, and the transaction it would cost is saved.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import sqlalchemy as sa
@@ -241,20 +242,30 @@ def _insert_order(request: OrderRequest, lines: tuple[Line, ...], currency: str)
 
 
 def finish(operation: Operation, order: OrderView, answer: GatewayAnswer, respond: Responder) -> Step:
-    """Record the gateway's answer on the order and complete the operation (inside its owned transaction).
+    """Record the gateway's answer on the order and complete the operation (inside its owned transaction)."""
+    return Complete(answer_for(settle(order, answer, operation.note), respond))
 
-    Whoever comes first (this worker, reconcile, the gateway's webhook) ends the
-    order, with its side effects (checkout.shop.outcomes); the others change nothing.
+
+_ENDS = {"succeeded": PAID, "declined": DECLINED, "voided": FAILED}
+_ENDED = {PAID: PaymentEvent.CHARGED, DECLINED: PaymentEvent.DECLINED, FAILED: PaymentEvent.VOIDED}
+
+
+def settle(order: OrderView, answer: GatewayAnswer, note: Callable[..., None]) -> OrderView:
+    """End a pending order as the gateway answered, in the current unit of work; the order as it is now.
+
+    Whoever comes first (the worker, reconcile, the gateway's webhook) ends the
+    order, with its side effects (checkout.shop.outcomes), and notes it; the
+    others change nothing. ``note`` adds an audit event (an Operation's, or
+    reconcile's for an order with no record in this database).
     """
-    status = {"succeeded": PAID, "declined": DECLINED, "voided": FAILED}.get(answer.status)
+    status = _ENDS.get(answer.status)
     ended = end_order(order, status, answer.charge_id if status != FAILED else None) if status else None
     if ended is None:
-        ended = orders.by_public_id(order.public_id)  # already final: answer with what it is
-        assert ended is not None
-    else:
-        event = {PAID: PaymentEvent.CHARGED, DECLINED: PaymentEvent.DECLINED, FAILED: PaymentEvent.VOIDED}[ended.status]
-        operation.note(event, order_id=ended.public_id, charge_id=answer.charge_id)
-    return Complete(answer_for(ended, respond))
+        now = orders.by_public_id(order.public_id)  # already final: it is what it is
+        assert now is not None
+        return now
+    note(_ENDED[ended.status], order_id=ended.public_id, charge_id=answer.charge_id)
+    return ended
 
 
 def answer_for(order: OrderView, respond: Responder) -> StoredResponse:

@@ -17,18 +17,46 @@ our back:
 A refund needs no fence: it needs no card, so reconcile finishes it by asking
 the gateway to refund again, with the same refund key (idempotent there).
 
+Some payments have no record here to find: the lab's Redis store keeps its
+records in Redis, and a worker that died there, or a record Redis forgot or
+expired, leaves only a pending order holding its stock. Reconcile also looks
+for those: pending orders of that store untouched for longer than a lease,
+whose key no worker holds in Redis now. It fences each one's gateway key the
+same way and ends the order as the gateway says (paid, or failed with its
+stock given back, once: the order's own conditional status change decides).
+A retry that comes later answers from the order.
+
 The client sees the outcome on its next retry with the same key.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
+from functools import partial
 
+import sqlalchemy as sa
+
+from checkout.database import utcnow
+from checkout.extensions import db
 from checkout.gateway import Gateway
-from checkout.idempotency import Complete, Event, LeaseLost, RecordView, RetryLater, Settings, abandoned, take_over
+from checkout.idempotency import (
+    Complete,
+    Event,
+    LeaseLost,
+    RecordView,
+    RetryLater,
+    Scope,
+    Settings,
+    abandoned,
+    note,
+    take_over,
+)
+from checkout.lab.redis_store import REDIS_ENDPOINT, REDIS_PATH, RedisUnavailable, lease_held
 from checkout.shop import orders
+from checkout.shop.models import PENDING, Customer, Order
 from checkout.shop.orders import OrderView
-from checkout.shop.placement import GatewayAnswer, PaymentEvent, finish
+from checkout.shop.placement import GatewayAnswer, PaymentEvent, finish, settle
 from checkout.shop.refunds import (
     API_REFUNDS,
     BROWSER_REFUNDS,
@@ -39,7 +67,7 @@ from checkout.shop.refunds import (
 )
 from checkout.shop.refunds import call_gateway as call_refund
 from checkout.shop.responders import RESPONDERS
-from checkout.transactions import reading
+from checkout.transactions import reading, writing
 
 
 @dataclass(frozen=True)
@@ -82,12 +110,11 @@ def reconcile_one(view: RecordView, gateway: Gateway, settings: Settings) -> Rec
         if order is None:
             operation.discard("abandoned before an order existed")
             return Reconciled(scope.key, scope.endpoint, scope.customer, "restarted")
-        # The fence: from here on, no charge can land under this key unless it already has.
-        charge = gateway.void(gateway_key=order.gateway_key, reference=order.public_id)
+        answer = fence(gateway, order)
         with operation.owned():
-            operation.note(PaymentEvent.RECONCILED, order_id=order.public_id, gateway_says=charge.status)
-            operation.apply(finish(operation, order, GatewayAnswer.of(charge), respond))
-        ended = orders.by_public_id(order.public_id)
+            operation.note(PaymentEvent.RECONCILED, order_id=order.public_id, gateway_says=answer.status)
+            operation.apply(finish(operation, order, answer, respond))
+        ended = _order_of(order.public_id)
         assert ended is not None
         outcome, charge_id = ended.status, ended.charge_id
     except LeaseLost:
@@ -95,10 +122,52 @@ def reconcile_one(view: RecordView, gateway: Gateway, settings: Settings) -> Rec
     return Reconciled(scope.key, scope.endpoint, scope.customer, outcome, order.public_id, charge_id)
 
 
+def fence(gateway: Gateway, order: OrderView) -> GatewayAnswer:
+    """Void the order's gateway key unless a charge already stands under it: whichever stands is final,
+    so a stalled worker that wakes up later cannot charge behind reconcile's back."""
+    return GatewayAnswer.of(gateway.void(gateway_key=order.gateway_key, reference=order.public_id))
+
+
 def reconcile(gateway: Gateway, settings: Settings) -> list[Reconciled]:
     with reading():
         stale = abandoned(settings)
-    return [reconcile_one(view, gateway, settings) for view in stale]
+    done = [reconcile_one(view, gateway, settings) for view in stale]
+    with reading():
+        unrecorded = _unrecorded(settings)
+    return done + [_reconcile_unrecorded(scope, public_id, gateway) for scope, public_id in unrecorded]
+
+
+# --- pending orders with no record in this database (the lab's Redis store) -----------------
+
+
+def _unrecorded(settings: Settings) -> list[tuple[Scope, str]]:
+    """Pending orders of the Redis store untouched for longer than a lease: their key's scope, their id."""
+    quiet_since = utcnow() - timedelta(seconds=settings.lease_seconds)
+    rows = db.session.execute(
+        sa.select(Customer.public_id, Order.idempotency_key, Order.public_id)
+        .join(Customer, Customer.id == Order.customer_id)
+        .where(Order.status == PENDING, Order.path == REDIS_PATH, Order.updated_at < quiet_since)
+        .order_by(Order.id)
+    ).all()
+    return [(Scope(customer, REDIS_ENDPOINT, str(key)), public_id) for customer, key, public_id in rows]
+
+
+def _reconcile_unrecorded(scope: Scope, public_id: str, gateway: Gateway) -> Reconciled:
+    """Fence and end one pending order of the Redis store, unless a worker holds its key's lease there."""
+    skipped = Reconciled(scope.key, scope.endpoint, scope.customer, "skipped", public_id)
+    try:
+        if lease_held(scope):
+            return skipped  # a retry took it over and is at it: it will finish it
+    except RedisUnavailable:
+        return skipped  # Redis cannot say whether a worker is at it: decide nothing now
+    order = _order_of(public_id)
+    if order is None or order.status != PENDING:
+        return skipped  # ended meanwhile (its worker, a retry, the gateway's webhook)
+    answer = fence(gateway, order)
+    with writing():
+        note(scope, PaymentEvent.RECONCILED, order_id=order.public_id, gateway_says=answer.status, store="redis")
+        ended = settle(order, answer, partial(note, scope))
+    return Reconciled(scope.key, scope.endpoint, scope.customer, ended.status, ended.public_id, ended.charge_id)
 
 
 REFUND_RESPONDERS: dict[str, RefundResponder] = {
