@@ -8,8 +8,12 @@ are not operations of the engine, count where they are applied and sent.
 Under gunicorn every worker counts in its own process; prometheus-client's
 multiprocess mode adds them up. gunicorn.conf.py points
 ``PROMETHEUS_MULTIPROC_DIR`` at a fresh folder before the workers start and
-tells the library when a worker exits. Without it (``flask run``, the tests)
-the counters live in this process.
+tells the library when a worker exits; the master and its workers hold a
+shared lock in that folder, so a start can remove the folders of masters that
+were killed (their lock is free) and never a running server's. It does this
+with the standard library alone, before anything imports prometheus_client,
+which reads the variable once, at import: that is why none of it lives here.
+Without gunicorn (``flask run``, the tests) the counters live in this process.
 """
 
 from __future__ import annotations
