@@ -52,9 +52,9 @@ run: seed
 serve: seed
 	CHECKOUT_SHOP_URL=$(CHECKOUT_SHOP_URL) $(BIN)/gunicorn --config gunicorn.conf.py --bind $(HOST):$(PORT) 'checkout:create_app()'
 
-## Start a fresh workshop: an empty development database, migrated and seeded (secrets are kept).
+## Start a fresh workshop: an empty development database, migrated and seeded (secrets are kept; stop the shop first).
 reset-lab: install
-	rm -f $(INSTANCE)/checkout.sqlite3 $(INSTANCE)/checkout.sqlite3-wal $(INSTANCE)/checkout.sqlite3-shm
+	$(BIN)/python scripts/reset_lab.py $(INSTANCE)/checkout.sqlite3
 	$(FLASK) db upgrade
 	$(FLASK) seed
 
