@@ -8,6 +8,9 @@ Set CHECKOUT_SHOP_URL to the address you bind (``make serve`` does): the lab
 and the webhook relay send their requests there, never to a Host header.
 """
 
+import contextlib
+import fcntl
+import glob
 import os
 import shutil
 import tempfile
@@ -26,11 +29,58 @@ control_socket_disable = True
 
 # Metrics: each worker counts in its own process; prometheus-client adds up the files every
 # worker writes into one folder (its multiprocess mode). A fresh folder per start, so no count
-# survives from an earlier run; if you set PROMETHEUS_MULTIPROC_DIR yourself, empty it before.
-_metrics_folder = None
+# survives from an earlier run. The master and its workers share a lock on the folder's
+# master.lock while they live, and each start first removes every checkout-metrics-* folder
+# whose lock nobody holds: left by a master that was killed or crashed (on_exit never ran), never
+# one of a running server. Set at the top, before anything imports prometheus_client (it reads
+# the variable once, at import), so --preload works too; a lock rather than a pid, so --daemon's
+# fork and a USR2 re-exec keep the folder theirs. If you set PROMETHEUS_MULTIPROC_DIR yourself,
+# empty it before.
+METRICS_PREFIX = "checkout-metrics-"
+METRICS_LOCK = "master.lock"
+
+
+def _abandoned(folder):
+    """Nobody holds the folder's lock (no lock file: another tool's folder, or one being made now)."""
+    try:
+        fd = os.open(os.path.join(folder, METRICS_LOCK), os.O_RDWR)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def _hold(folder, name=METRICS_LOCK):
+    """Share the folder's lock while this process and its workers live (the fd stays open till exit)."""
+    fd = os.open(os.path.join(folder, name), os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_SH)
+    os.environ["GUNICORN_METRICS_LOCK"] = f"{os.getpid()}:{fd}"
+
+
+def _held_here():
+    """This process took its share already (gunicorn reads this file again on a HUP)."""
+    return os.environ.get("GUNICORN_METRICS_LOCK", "").partition(":")[0] == str(os.getpid())
+
+
+def _ours(folder):
+    return os.path.basename(folder).startswith(METRICS_PREFIX)
+
+
 if "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
-    _metrics_folder = tempfile.mkdtemp(prefix="checkout-metrics-")
-    os.environ["PROMETHEUS_MULTIPROC_DIR"] = _metrics_folder
+    for _folder in glob.glob(os.path.join(tempfile.gettempdir(), METRICS_PREFIX + "*")):
+        if _abandoned(_folder):
+            shutil.rmtree(_folder, ignore_errors=True)
+    _folder = tempfile.mkdtemp(prefix=METRICS_PREFIX)
+    _hold(_folder, ".lock")  # named master.lock only once held, so no start can find it free
+    os.rename(os.path.join(_folder, ".lock"), os.path.join(_folder, METRICS_LOCK))
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = _folder
+elif _ours(os.environ["PROMETHEUS_MULTIPROC_DIR"]) and not _held_here():
+    _hold(os.environ["PROMETHEUS_MULTIPROC_DIR"])  # a new master after a USR2 re-exec shares it too
 
 
 def child_exit(server, worker):
@@ -40,5 +90,13 @@ def child_exit(server, worker):
 
 
 def on_exit(server):
-    if _metrics_folder:
-        shutil.rmtree(_metrics_folder, ignore_errors=True)
+    """Remove our folder, unless another master still uses it (the new one after a USR2 re-exec)."""
+    folder = os.environ.get("PROMETHEUS_MULTIPROC_DIR", "")
+    if not _ours(folder):
+        return  # yours: you empty it
+    fd = os.environ.get("GUNICORN_METRICS_LOCK", "").partition(":")[2]
+    if fd.isdigit():
+        with contextlib.suppress(OSError):
+            os.close(int(fd))  # our own share of the lock
+    if _abandoned(folder):
+        shutil.rmtree(folder, ignore_errors=True)
