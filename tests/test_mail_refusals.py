@@ -177,3 +177,13 @@ def test_the_relay_command_says_a_refused_message_is_not_tried_again(
     assert first.returncode == 0, first.stderr
     assert "refused for good" in first.stderr and "550" in first.stderr
     assert "sent 0" in second.stdout and "1 refused for good" in second.stdout
+
+
+def test_the_labs_mailbox_shows_a_refused_message_as_refused_not_waiting(app: Flask, client: Any) -> None:
+    enqueue_message(app, "ord_intl", recipient=INTERNATIONAL)
+    with server_without_smtputf8(app):
+        relay_in(app)
+    page = client.get("/lab/mailbox?lang=en").get_data(as_text=True)
+    state = page.split('data-testid="outbox-state">', 1)[1].split("</td>", 1)[0]
+    assert "refused for good" in state and "waiting" not in state
+    assert "<strong>0</strong> waiting, <strong>1</strong> refused for good" in page

@@ -111,18 +111,21 @@ class OutboxRow:
     claimed_until: datetime | None
     attempts: int
     last_error: str | None
+    refused_at: datetime | None
 
     @property
     def state(self) -> str:
         if self.sent_at is not None:
             return "sent"
+        if self.refused_at is not None:
+            return "refused"  # by the mail server, for good: the relay never tries it again
         if self.claimed_until is not None and self.claimed_until > utcnow():
             return "held"
         return "waiting"
 
 
 def outbox_rows() -> tuple[list[OutboxRow], dict[str, int]]:
-    """The newest outbox messages, and how many are sent and waiting."""
+    """The newest outbox messages, and how many are sent, refused for good and waiting."""
     messages = table_of(OutboxMessage)
     rows = db.session.execute(
         sa.select(
@@ -136,12 +139,17 @@ def outbox_rows() -> tuple[list[OutboxRow], dict[str, int]]:
             messages.c.claimed_until,
             messages.c.attempts,
             messages.c.last_error,
+            messages.c.refused_at,
         )
         .order_by(messages.c.id.desc())
         .limit(SHOWN)
     ).all()
-    sent, total = db.session.execute(
-        sa.select(sa.func.count(messages.c.sent_at), sa.func.count()).select_from(messages)
+    sent, refused, total = db.session.execute(
+        sa.select(
+            sa.func.count(messages.c.sent_at),
+            sa.func.count(messages.c.refused_at).filter(messages.c.sent_at.is_(None)),
+            sa.func.count(),
+        ).select_from(messages)
     ).one()
     found = [
         OutboxRow(
@@ -155,10 +163,11 @@ def outbox_rows() -> tuple[list[OutboxRow], dict[str, int]]:
             row.claimed_until,
             row.attempts,
             row.last_error,
+            row.refused_at,
         )
         for row in rows
     ]
-    return found, {"sent": int(sent), "waiting": int(total) - int(sent)}
+    return found, {"sent": int(sent), "refused": int(refused), "waiting": int(total) - int(sent) - int(refused)}
 
 
 @bp.get("/lab/mailbox")
