@@ -169,7 +169,7 @@ SETTINGS: dict[str, Setting] = {
 FLASK_DEFAULTS: dict[str, Any] = {
     # Bodies over 64 KiB get 413 (checked on chunked bodies too, see checkout.security).
     "MAX_CONTENT_LENGTH": 64 * 1024,
-    "SQLALCHEMY_ENGINE_OPTIONS": {"pool_pre_ping": True},
+    "SQLALCHEMY_ENGINE_OPTIONS": {"pool_pre_ping": True, "hide_parameters": True},  # logged errors: no emails, ids
     "WTF_CSRF_TIME_LIMIT": None,
     "SESSION_COOKIE_SAMESITE": "Lax",
     "SESSION_COOKIE_HTTPONLY": True,
