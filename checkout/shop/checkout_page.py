@@ -105,6 +105,7 @@ def _render(
     *,
     error: str | None = None,
     earlier: list[Order] | None = None,
+    headers: dict[str, str] | None = None,
 ) -> ResponseReturnValue:
     form.idempotency_key.data = page.key
     form.cart_version.data = str(page.version)
@@ -112,19 +113,23 @@ def _render(
     form.card_number.data = ""  # a card number is never echoed into a page
     if page.email and not form.email.data:
         form.email.data = page.email
-    return render_template(
-        "shop/checkout.html",
-        form=form,
-        lines=page.lines,
-        total_cents=sum(line.total_cents for line in page.lines),
-        currency=CURRENCY,
-        error=error,
-        paid_url=page.paid_url,
-        earlier=earlier or [],
-        test_cards=[(pretty(number), text) for number, (_b, text) in TEST_CARDS.items()],
-        # The lab can turn the button's guard off for this browser, so the server's layer shows.
-        guard_on=not current_app.config["CHECKOUT_LAB"] or controls.button_guard_on(),
-    ), status
+    return (
+        render_template(
+            "shop/checkout.html",
+            form=form,
+            lines=page.lines,
+            total_cents=sum(line.total_cents for line in page.lines),
+            currency=CURRENCY,
+            error=error,
+            paid_url=page.paid_url,
+            earlier=earlier or [],
+            test_cards=[(pretty(number), text) for number, (_b, text) in TEST_CARDS.items()],
+            # The lab can turn the button's guard off for this browser, so the server's layer shows.
+            guard_on=not current_app.config["CHECKOUT_LAB"] or controls.button_guard_on(),
+        ),
+        status,
+        headers or {},
+    )
 
 
 def _current_page(cart: CartView) -> Page:
@@ -272,7 +277,7 @@ def _answer(outcome: Outcome, form: CheckoutForm, scope: Scope) -> ResponseRetur
             "it finishes this same payment and never charges twice.",
             reason=_(outcome.reason),
         )
-        return _render(form, page, 503, error=message)
+        return _render(form, page, 503, error=message, headers={"Retry-After": str(outcome.retry_after)})
     raise AssertionError(f"unknown outcome {outcome!r}")
 
 

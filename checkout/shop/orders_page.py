@@ -107,18 +107,27 @@ def _refund_form(order: Order, form: RefundForm | None = None) -> RefundForm | N
 
 
 def _render_order(
-    order: Order, status: int = 200, *, refund_form: RefundForm | None = None, error: str | None = None
+    order: Order,
+    status: int = 200,
+    *,
+    refund_form: RefundForm | None = None,
+    error: str | None = None,
+    headers: dict[str, str] | None = None,
 ) -> ResponseReturnValue:
-    return render_template(
-        "shop/order.html",
-        order=order,
-        refunds=refunds_where(refunds.c.order_id == order.id),
-        replayed=order.public_id in session.get(REPLAYED, []),
-        refund_replayed=order.public_id in session.pop(REFUND_REPLAYED, []),
-        finish_form=_finish_form(order),
-        refund_form=_refund_form(order, refund_form),
-        refund_error=error,
-    ), status
+    return (
+        render_template(
+            "shop/order.html",
+            order=order,
+            refunds=refunds_where(refunds.c.order_id == order.id),
+            replayed=order.public_id in session.get(REPLAYED, []),
+            refund_replayed=order.public_id in session.pop(REFUND_REPLAYED, []),
+            finish_form=_finish_form(order),
+            refund_form=_refund_form(order, refund_form),
+            refund_error=error,
+        ),
+        status,
+        headers or {},
+    )
 
 
 @bp.get("/orders/<order_id>", endpoint="show")
@@ -197,6 +206,7 @@ def _refund_answer(outcome: Outcome, order: Order, form: RefundForm) -> Response
         order,
         503,
         refund_form=form,
+        headers={"Retry-After": str(outcome.retry_after)},
         error=_(
             "We could not confirm the refund yet: %(reason)s. "
             "Press Refund again: it finishes this same refund and never refunds twice.",
