@@ -1,5 +1,6 @@
 """Database plumbing shared by every layer: the declarative base, UTC
-timestamps, portable "insert unless it exists", and SQLite's locking setup.
+timestamps, portable "insert unless it exists", SQLite's locking setup, and
+PostgreSQL's bounds on every wait.
 
 Nothing here knows about orders, payments or idempotency.
 """
@@ -7,13 +8,15 @@ Nothing here knows about orders, payments or idempotency.
 from __future__ import annotations
 
 import functools
+import os
 from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Engine, ExceptionContext
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import DeclarativeBase
 
 # Stable constraint names, so Alembic migrations can refer to them.
@@ -106,8 +109,48 @@ BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 # The execution option that marks a connection as opened for a unit of work (see checkout.transactions).
 WRITE_OPTION = "checkout_write"
 
+# --- PostgreSQL: every wait is bounded ---------------------------------------------------
+# Read when each connection opens (tests make them small). One deployment can change them: the timeouts
+# with the URL's options (``?options=-c%20lock_timeout%3D2000``) or PGOPTIONS, which come after ours and
+# win; the connection defaults with the URL's own parameters (``?keepalives_idle=10``).
+
+# A statement waits this long for a row or table lock, then fails (LockNotAvailable: a 503). Our units of
+# work hold their locks for milliseconds (nothing slow happens inside a transaction), so a longer wait
+# means the holder is stuck: a stopped worker, a migration holding a table. (A migration's own ALTER waits
+# no longer either: it fails and can be run again, instead of queueing every request behind it.)
+LOCK_TIMEOUT_MS = 5_000
+# What the 503 of a database that gave up waiting (or is unreachable) tells the client (checkout.errors).
+RETRY_AFTER_SECONDS = 5
+# A session idle inside a transaction this long is ended by the server, which frees its locks: a worker
+# stopped (SIGSTOP, a debugger, a paused VM) in the middle of a unit of work. Nothing idles in a transaction
+# on purpose: the gateway, the mail server and every wait for a duplicate happen with none open. One lock
+# wait plus one Retry-After: a client that honours it finds the locks freed when it tries again.
+IDLE_IN_TRANSACTION_TIMEOUT_MS = LOCK_TIMEOUT_MS + RETRY_AFTER_SECONDS * 1000
+# No statement runs longer, whatever it waits on. A request's statements take milliseconds; the longest
+# legitimate one is housekeeping: the bench's COPY of a million records takes about 30 s on a 2-CPU VM,
+# purge and a migration's index over such a table a few seconds.
+STATEMENT_TIMEOUT_MS = 120_000
+# libpq's defaults for what the URL does not say: connecting gives up after 10 s, and a peer that vanished
+# (a crashed database host, a cut network) is noticed after 30 + 3 x 10 = 60 s of silence instead of the
+# operating system's two hours.
+CONNECTION_DEFAULTS: dict[str, int] = {
+    "connect_timeout": 10,
+    "keepalives": 1,
+    "keepalives_idle": 30,
+    "keepalives_interval": 10,
+    "keepalives_count": 3,
+}
+
 
 def configure_engine(engine: Engine) -> None:
+    """Make each database safe for several threads, processes and servers: see the dialect's own function."""
+    if engine.dialect.name == "sqlite":
+        _configure_sqlite(engine)
+    elif engine.dialect.name == "postgresql":
+        _configure_postgresql(engine)
+
+
+def _configure_sqlite(engine: Engine) -> None:
     """Make SQLite safe for several threads and processes.
 
     SQLite's default deferred BEGIN takes the write lock at the first write,
@@ -116,10 +159,9 @@ def configure_engine(engine: Engine) -> None:
     therefore begins with ``BEGIN IMMEDIATE`` and takes the lock up front; a
     plain read begins with a deferred ``BEGIN`` and takes no lock at all (WAL:
     readers never block the writer). A generous busy timeout makes writers
-    queue instead of failing.
+    queue instead of failing, and bounds the queue: past it, "database is
+    locked" is an OperationalError, a 503 (``checkout.errors``).
     """
-    if engine.dialect.name != "sqlite":
-        return
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -136,3 +178,68 @@ def configure_engine(engine: Engine) -> None:
     def _on_begin(connection: sa.engine.Connection) -> None:
         writes = connection.get_execution_options().get(WRITE_OPTION, False)
         connection.exec_driver_sql("BEGIN IMMEDIATE" if writes else "BEGIN")
+
+
+def session_options() -> str:
+    """The ``-c`` options every PostgreSQL session starts with (the values above, read now)."""
+    return (
+        f"-c lock_timeout={LOCK_TIMEOUT_MS} -c statement_timeout={STATEMENT_TIMEOUT_MS} "
+        f"-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_TIMEOUT_MS}"
+    )
+
+
+def _configure_postgresql(engine: Engine) -> None:
+    """Bound every wait on PostgreSQL, and keep the values a statement carried out of its error's message.
+
+    Set in the startup packet, so they cost no statement: a lock wait, a
+    statement, an idle transaction and a silent peer all end. What they end
+    with (LockNotAvailable, QueryCanceled, a session ended by the server, a
+    lost connection) is an OperationalError, which ``checkout.errors``
+    answers with 503 and Retry-After.
+    """
+
+    @event.listens_for(engine, "do_connect")
+    def _bounded(_dialect: Any, _record: Any, _cargs: Any, cparams: dict[str, Any]) -> None:
+        # The URL's own options (or PGOPTIONS, which libpq reads only when the URL gives none) come last and win.
+        given = cparams.get("options") or os.environ.get("PGOPTIONS", "")
+        cparams["options"] = f"{session_options()} {given}".strip()
+        for name, value in CONNECTION_DEFAULTS.items():
+            cparams.setdefault(name, value)
+
+    @event.listens_for(engine, "handle_error")
+    def _on_error(context: ExceptionContext) -> BaseException | None:
+        raised, driver_error = context.sqlalchemy_exception, context.original_exception
+        if not isinstance(raised, sa.exc.DBAPIError) or not isinstance(driver_error, engine.dialect.loaded_dbapi.Error):
+            return None
+        shortened = _first_line_only(driver_error)
+        # The server ended the session (idle_in_transaction_session_timeout is SQLSTATE 25P03, which psycopg
+        # files as an InternalError by its class): a lost connection like any other, so it is raised as one.
+        lost = context.is_disconnect and not isinstance(raised, OperationalError)
+        if not shortened and not lost:
+            return None
+        kind = OperationalError if lost else type(raised)
+        # Built again: SQLAlchemy wrote the driver's whole message into its own when it made the first one.
+        return kind(
+            raised.statement,
+            raised.params,
+            driver_error,
+            hide_parameters=engine.hide_parameters,
+            connection_invalidated=context.is_disconnect,
+            code=kind.code,
+            ismulti=raised.ismulti,
+        )
+
+
+def _first_line_only(error: BaseException) -> bool:
+    """Keep only the first line of a PostgreSQL error's message; whether there was more.
+
+    The DETAIL line repeats the row's values ("Failing row contains (…,
+    alice@example.com, …)", "Key (…)=(…) already exists"), and every log of
+    the error prints the message, whatever ``hide_parameters`` hides. The
+    first line names the constraint, which is what an operator needs; the
+    whole diagnostic stays in ``error.diag`` for code that wants it.
+    """
+    if not error.args or not isinstance(error.args[0], str) or "\n" not in error.args[0]:
+        return False
+    error.args = (error.args[0].split("\n", 1)[0], *error.args[1:])
+    return True

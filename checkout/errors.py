@@ -13,8 +13,10 @@ from flask_babel import gettext as _
 from flask_babel import lazy_gettext as _l
 from flask_wtf.csrf import CSRFError
 from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from werkzeug.exceptions import HTTPException, InternalServerError
 
+from checkout.database import RETRY_AFTER_SECONDS
 from checkout.extensions import db
 from checkout.limits import retry_after_seconds
 from checkout.problems import problem
@@ -60,6 +62,13 @@ def _render(status: int, title: str, message: str, headers: dict[str, str] | Non
     return Response(page, status=status, headers=headers or {}, mimetype="text/html")
 
 
+def _what(error: Exception) -> str:
+    """The error's class and PostgreSQL's code for it (55P03 a lock wait, 57014 a statement, 25P03 an idle
+    session): never its message, which may carry what the statement was given."""
+    sqlstate = getattr(getattr(error, "orig", None), "sqlstate", None)
+    return f"{error.__class__.__name__} (SQLSTATE {sqlstate})" if sqlstate else error.__class__.__name__
+
+
 def register_error_handlers(app: Flask) -> None:
     @app.errorhandler(CSRFError)
     def csrf_error(error: CSRFError) -> ResponseReturnValue:
@@ -79,15 +88,16 @@ def register_error_handlers(app: Flask) -> None:
         message = MESSAGES.get(status) or error.description or error.name
         return _render(status, TITLES.get(status, error.name), message, headers)
 
-    @app.errorhandler(OperationalError)
-    def database_unavailable(error: OperationalError) -> ResponseReturnValue:
+    @app.errorhandler(OperationalError)  # unreachable, or gave up waiting: a lock, a statement, a session ended
+    @app.errorhandler(PoolTimeout)  # every connection of this worker's pool is busy
+    def database_unavailable(error: OperationalError | PoolTimeout) -> ResponseReturnValue:
         _rollback()
-        log.error("database unavailable: %s", error.__class__.__name__)
+        log.error("database unavailable: %s", _what(error))
         return _render(
             503,
             _("Temporarily unavailable"),
             _("We cannot reach our database right now. Nothing was charged twice; please try again in a moment."),
-            {"Retry-After": "5"},
+            {"Retry-After": str(RETRY_AFTER_SECONDS)},
         )
 
     @app.errorhandler(InternalServerError)
