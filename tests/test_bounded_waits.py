@@ -315,3 +315,11 @@ def test_a_database_error_is_logged_without_the_emails_and_ids_it_was_given(
     assert "IntegrityError" in caplog.text  # the error was logged...
     for value in (LEAKED_EMAIL, key, GOOD_CARD.replace(" ", "")):  # ...without what the statement carried
         assert value not in caplog.text
+
+
+def test_the_unsafe_checkout_with_the_gateway_down_is_503_with_retry_after_too(client: FlaskClient) -> None:
+    add_to_cart(client)
+    form = form_fields(client.get("/lab/unsafe-checkout").get_data(as_text=True), "unsafe-checkout-form")
+    page = client.post("/lab/unsafe-checkout", data={**form, "email": "a@example.com", "card_number": UNAVAILABLE_CARD})
+    assert page.status_code == 503
+    assert page.headers["Retry-After"] == "1"

@@ -65,17 +65,23 @@ class UnsafeCheckoutForm(PaymentForm):
     purchase = HiddenField()
 
 
-def _render(form: UnsafeCheckoutForm, status: int = 200, error: str | None = None) -> ResponseReturnValue:
+def _render(
+    form: UnsafeCheckoutForm, status: int = 200, error: str | None = None, headers: dict[str, str] | None = None
+) -> ResponseReturnValue:
     cart = carts.current()
     lines = cart.lines() if cart else ()
     form.card_number.data = ""  # even here, a card number is never echoed into a page
-    return render_template(
-        "lab/unsafe_checkout.html",
-        form=form,
-        lines=lines,
-        error=error,
-        total_cents=sum(line.total_cents for line in lines),
-    ), status
+    return (
+        render_template(
+            "lab/unsafe_checkout.html",
+            form=form,
+            lines=lines,
+            error=error,
+            total_cents=sum(line.total_cents for line in lines),
+        ),
+        status,
+        headers or {},
+    )
 
 
 @bp.get("/lab/unsafe-checkout")
@@ -170,6 +176,7 @@ def pay() -> ResponseReturnValue:
                 "The gateway failed. (The unsafe checkout has no way to resume: "
                 "pressing Pay again starts a brand-new payment.)"
             ),
+            headers={"Retry-After": "1"},  # every 503 says when to try again; here trying again charges anew
         )
     _empty_cart(cart.id)
     return redirect(url_for("orders.show", order_id=order.public_id), 303)
