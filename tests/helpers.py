@@ -227,6 +227,11 @@ def checkout_fields(client: FlaskClient) -> dict[str, str]:
     return form_fields(page.get_data(as_text=True))
 
 
+def pay_in_browser(client: FlaskClient, fields: dict[str, str], card: str = GOOD_CARD) -> Any:
+    """Submit the checkout form, as rendered in ``fields``, with an email and a card typed in."""
+    return client.post("/checkout", data={**fields, "email": "shopper@example.com", "card_number": card})
+
+
 def browser_with_cart(url: str) -> urllib.request.OpenerDirector:
     """A cookie-keeping client of a live server with a mug in its cart (it has not opened the checkout yet)."""
     browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))

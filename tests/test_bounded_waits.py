@@ -36,6 +36,7 @@ from tests.helpers import (
     claim_as_a_dying_worker,
     form_fields,
     order_body,
+    pay_in_browser,
     post_order,
 )
 
@@ -121,10 +122,6 @@ def gets_the_row(waiter: Blocker, where: Any) -> bool:
     finally:
         waiter.release()
     return True
-
-
-def pay_in_browser(client: FlaskClient, fields: dict[str, str], card: str = GOOD_CARD) -> Any:
-    return client.post("/checkout", data={**fields, "email": "shopper@example.com", "card_number": card})
 
 
 # --- a stopped writer's locks: 503 with Retry-After, nothing half-written -------------------------

@@ -22,11 +22,13 @@ from checkout.shop.models import Product, Refund
 from tests.helpers import (
     ALICE,
     ANSWER_LOST_CARD,
+    GOOD_CARD,
     UNAVAILABLE_CARD,
     Ledger,
     add_to_cart,
     checkout_fields,
     order_body,
+    pay_in_browser,
     post_order,
     stock_out_of_balance,
 )
@@ -144,3 +146,18 @@ def test_a_retry_of_an_unconfirmed_refund_whose_record_was_deleted_finishes_that
     assert retry.get_json()["id"] == first.get_json()["refund_id"] and retry.get_json()["status"] == "succeeded"
     assert [r.amount_cents for r in ledger.rows(Refund)] == [700]
     assert [r.amount_cents for r in ledger.rows(GatewayRefund)] == [700]
+
+
+def test_a_late_browser_retry_after_the_purge_shows_the_paid_order_with_the_replay_notice(
+    client: FlaskClient, runner: FlaskCliRunner, ledger: Ledger, app: Flask
+) -> None:
+    add_to_cart(client)
+    fields = checkout_fields(client)  # the form as the browser holds it: the back button, then Pay again
+    first = pay_in_browser(client, fields, GOOD_CARD)
+    assert first.status_code == 303 and first.headers["Location"].startswith("/orders/ord_")
+    purge_every_record(app, runner)
+    late = pay_in_browser(client, fields, GOOD_CARD)
+    assert (late.status_code, late.headers["Location"]) == (303, first.headers["Location"])
+    page = client.get(first.headers["Location"]).get_data(as_text=True)
+    assert 'data-testid="replay-notice"' in page
+    assert len(ledger.orders()) == 1 and len(ledger.succeeded_charges()) == 1

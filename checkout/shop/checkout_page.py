@@ -38,7 +38,7 @@ from checkout.shop.identity import browser_customer_id, browser_identity, known_
 from checkout.shop.lines import Line
 from checkout.shop.models import PENDING, WAS_PAID, Order, Product
 from checkout.shop.orders_page import remember_replay
-from checkout.shop.placement import CartVersion, OrderRequest, PlaceOrder
+from checkout.shop.placement import CartVersion, OrderRequest, PlaceOrder, find_order
 from checkout.shop.responders import BROWSER_ENDPOINT, BrowserOutcome, BrowserResponder
 from checkout.shop.runtime import fingerprint_secret, gateway, idempotency_settings
 from checkout.transactions import writing
@@ -189,13 +189,17 @@ def pay() -> ResponseReturnValue:
     if version is None or expected_total is None:
         return _out_of_date()
     cart = carts.current()
-    if peek(scope) is None:
+    if peek(scope) is None and (cart is None or cart.empty or cart.version != version):
         # A first attempt must be for the cart as it is now. (A known key is answered from its
         # record, whatever the cart holds now: the back button, or finishing an earlier payment.)
+        # No record and another cart: a stale form, or a late retry whose record was purged after
+        # its lifetime. The orders' own unique (customer, key) tells them apart.
+        late = _order_of_key(key)
+        if late is not None:
+            return late
         if cart is None or cart.empty:
             return redirect(url_for("shop.cart"), 303)
-        if cart.version != version:
-            return _out_of_date()
+        return _out_of_date()
     card_number, email = form.card_digits(), form.normalized_email()
     # The fingerprint covers the form: a resubmitted form matches, an edited one does not.
     request_fingerprint = fingerprint(
@@ -224,6 +228,18 @@ def pay() -> ResponseReturnValue:
         wait_seconds=float(current_app.config["CHECKOUT_BROWSER_WAIT_SECONDS"]),
     )
     return _answer(outcome, form, scope)
+
+
+def _order_of_key(key: str) -> ResponseReturnValue | None:
+    """The order this shopper already placed under ``key``, if any: a redirect to it."""
+    customer_id = known_browser_customer_id()
+    placed = find_order(customer_id, key) if customer_id is not None else None
+    if placed is None:
+        return None
+    order_url = url_for("orders.show", order_id=placed.public_id)
+    if placed.status in WAS_PAID:
+        remember_replay(order_url)  # Pay was pressed again for a paid order: its page says so
+    return redirect(order_url, 303)
 
 
 def _answer(outcome: Outcome, form: CheckoutForm, scope: Scope) -> ResponseReturnValue:
