@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 
 from flask import Flask, Response, render_template, request
+from flask.globals import request_ctx
 from flask.typing import ResponseReturnValue
 from flask_babel import gettext as _
 from flask_babel import lazy_gettext as _l
@@ -58,7 +59,9 @@ def _render(status: int, title: str, message: str, headers: dict[str, str] | Non
     title, message = str(title), str(message)  # lazy translations, resolved in this request's language
     if _wants_problem():
         return problem(status, title, message, headers=headers)
-    page = render_template("errors/error.html", title=title, message=message)
+    # A Host outside TRUSTED_HOSTS leaves Flask no URL adapter: a page without links, not a 500.
+    template = "errors/error.html" if request_ctx.url_adapter is not None else "errors/bare.html"
+    page = render_template(template, title=title, message=message)
     return Response(page, status=status, headers=headers or {}, mimetype="text/html")
 
 
