@@ -187,3 +187,12 @@ def test_the_labs_mailbox_shows_a_refused_message_as_refused_not_waiting(app: Fl
     state = page.split('data-testid="outbox-state">', 1)[1].split("</td>", 1)[0]
     assert "refused for good" in state and "waiting" not in state
     assert "<strong>0</strong> waiting, <strong>1</strong> refused for good" in page
+
+
+def test_a_mail_server_name_that_cannot_be_encoded_is_a_server_down_not_a_refusal(app: Flask, ledger: Ledger) -> None:
+    enqueue_message(app, "ord_typo")
+    app.config["CHECKOUT_SMTP_URL"] = "smtp://smtp..example.com:2525"  # a typo in the setting, not in the mail
+    done = relay_in(app)
+    assert done.transport_down and done.sent == []
+    row = by_subject(ledger)["ord_typo"]
+    assert row.refused_at is None and row.sent_at is None  # kept for a round once the setting is fixed

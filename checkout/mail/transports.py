@@ -75,7 +75,11 @@ class SmtpTransport:
 
     def send(self, message: EmailMessage) -> None:
         try:
-            with smtplib.SMTP(self.host, self.port, local_hostname=EHLO_NAME, timeout=self.timeout) as smtp:
+            smtp = smtplib.SMTP(self.host, self.port, local_hostname=EHLO_NAME, timeout=self.timeout)
+        except UnicodeError as bad_host:  # a host name IDNA cannot encode ("smtp..example"): the setup, not the mail
+            raise OSError(f"cannot connect to {self.host!r}: {bad_host}") from bad_host
+        try:
+            with smtp:
                 smtp.send_message(message)
         except smtplib.SMTPNotSupportedError as unsupported:  # a non-ASCII address, and no SMTPUTF8 offered
             raise MessageRefused(str(unsupported), permanent=True) from unsupported
