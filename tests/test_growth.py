@@ -12,7 +12,8 @@ from flask.testing import FlaskClient, FlaskCliRunner
 
 from checkout.database import utcnow
 from checkout.extensions import db
-from checkout.idempotency import IdempotencyEvent, IdempotencyRecord
+from checkout.idempotency import IdempotencyEvent, IdempotencyRecord, purge
+from checkout.shop.runtime import idempotency_settings
 from tests.conftest import POSTGRES_URL
 from tests.helpers import Ledger, post_order
 
@@ -52,6 +53,20 @@ def test_purge_removes_audit_events_older_than_the_key_lifetime(
         db.session.commit()
     runner.invoke(args=["idempotency", "purge"])
     assert ledger.rows(IdempotencyEvent) == []
+
+
+def test_purge_works_through_a_backlog_in_short_batches_and_keeps_the_unexpired(
+    app: Flask, client: FlaskClient, ledger: Ledger
+) -> None:
+    for n in range(5):
+        post_order(client, f"backlog-key-{n:08d}")
+    expire_records(app)
+    post_order(client, "kept-key-00000000002")
+    with app.app_context():
+        assert purge(idempotency_settings(), batch=2) == 5  # three batches: 2, 2, 1
+        db.session.remove()
+    assert [r.key for r in ledger.records()] == ["kept-key-00000000002"]
+    assert {e.key for e in ledger.rows(IdempotencyEvent)} == {"kept-key-00000000002"}
 
 
 @pytest.mark.parametrize("table", GROWING_TABLES)

@@ -373,29 +373,45 @@ def abandoned(settings: Settings, *, now: datetime | None = None) -> list[Record
     return [_view(record, now) for record in stale]
 
 
-def purge(settings: Settings, now: datetime | None = None) -> int:
+PURGE_BATCH = 5000  # rows per transaction: each is short, so no statement or lock waits long behind it
+
+
+def purge(settings: Settings, now: datetime | None = None, batch: int = PURGE_BATCH) -> int:
     """Delete completed records past their lifetime with their audit events, and events past it.
 
-    Never an unfinished record: reconcile finishes those first.
+    Never an unfinished record: reconcile finishes those first. In batches of ``batch`` rows,
+    one short transaction each, so a large backlog neither outlives the statement timeout nor
+    holds the locks a late retry of those keys waits for.
     """
     now = now or utcnow()
-    expired = (
-        sa.select(records.c.customer, records.c.endpoint, records.c.key)
-        .where(records.c.state == COMPLETED, records.c.expires_at < now)
-        .subquery()
-    )
-    with writing() as session:
-        session.execute(
-            sa.delete(events).where(
-                sa.tuple_(events.c.customer, events.c.endpoint, events.c.key).in_(
-                    sa.select(expired.c.customer, expired.c.endpoint, expired.c.key)
+    removed = 0
+    while True:
+        with writing() as session:
+            expired = session.execute(
+                sa.select(records.c.id, records.c.customer, records.c.endpoint, records.c.key)
+                .where(records.c.state == COMPLETED, records.c.expires_at < now)
+                .order_by(records.c.id)
+                .limit(batch)
+            ).all()
+            if expired:
+                session.execute(
+                    sa.delete(events).where(
+                        sa.tuple_(events.c.customer, events.c.endpoint, events.c.key).in_(
+                            [(row.customer, row.endpoint, row.key) for row in expired]
+                        )
+                    )
                 )
-            )
-        )
-        session.execute(
-            sa.delete(events).where(events.c.created_at < now - timedelta(seconds=settings.lifetime_seconds))
-        )
-        removed = session.execute(
-            sa.delete(records).where(records.c.state == COMPLETED, records.c.expires_at < now).returning(records.c.id)
-        ).all()
-    return len(removed)
+                session.execute(sa.delete(records).where(records.c.id.in_([row.id for row in expired])))
+        removed += len(expired)
+        if len(expired) < batch:
+            break
+    old = now - timedelta(seconds=settings.lifetime_seconds)
+    while True:
+        with writing() as session:
+            gone = session.execute(
+                sa.delete(events).where(
+                    events.c.id.in_(sa.select(events.c.id).where(events.c.created_at < old).limit(batch))
+                )
+            ).rowcount
+        if gone < batch:
+            return removed
