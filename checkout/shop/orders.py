@@ -224,7 +224,7 @@ def withdraw(order: OrderView) -> None:
     constraints answer a late retry first; an order its stock then refuses was never placed.
     """
     db.session.execute(sa.delete(order_items).where(order_items.c.order_id == order.id))
-    db.session.execute(sa.delete(orders).where(orders.c.id == order.id, orders.c.status == PENDING))
+    db.session.execute(sa.delete(orders).where(orders.c.id == order.id))
 
 
 def end_pending(order: OrderView, status: str, charge_id: str | None) -> OrderView | None:

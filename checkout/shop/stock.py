@@ -37,7 +37,8 @@ def take(lines: Sequence[Line]) -> list[str]:
     """Take the lines' quantities off the shelf; the SKUs short of stock (then nothing is taken)."""
     taken: list[Line] = []
     short: list[str] = []
-    for line in lines:
+    # Always in SKU order: two orders of the same products lock their rows in one order, never a deadlock.
+    for line in sorted(lines, key=lambda line: line.sku):
         if db.session.execute(_TAKE, {"_sku": line.sku, "_quantity": line.quantity}).first() is None:
             short.append(line.sku)
         else:
@@ -49,7 +50,8 @@ def take(lines: Sequence[Line]) -> list[str]:
 
 def give_back(lines: Sequence[Line]) -> None:
     if lines:
-        db.session.execute(_GIVE_BACK, [{"_sku": line.sku, "_quantity": line.quantity} for line in lines])
+        ordered = sorted(lines, key=lambda line: line.sku)  # the lock order of take()
+        db.session.execute(_GIVE_BACK, [{"_sku": line.sku, "_quantity": line.quantity} for line in ordered])
 
 
 def give_back_order(order_id: int) -> None:
