@@ -12,6 +12,9 @@ from openapi_spec_validator import validate
 
 from checkout import create_app
 from checkout.extensions import db
+from checkout.shop.seed import seed
+from checkout.transactions import writing
+from tests.helpers import add_to_cart
 
 STRONG = "7d1f3b5a9c0e2d4f6a8b1c3e5f7a9b0d2c4e6f8a1b3d5c7e"
 
@@ -58,3 +61,19 @@ def test_a_production_answer_over_plain_http_carries_no_hsts(production: Flask) 
 
 def test_a_development_answer_over_https_carries_no_hsts(client: FlaskClient) -> None:
     assert "Strict-Transport-Security" not in client.get("/", base_url="https://localhost").headers
+
+
+def test_the_production_checkout_page_shows_no_test_cards(production: Flask) -> None:
+    with production.app_context(), writing():
+        seed(demo_customers=False)
+    client = production.test_client()
+    add_to_cart(client)
+    page = client.get("/checkout", base_url="https://localhost").get_data(as_text=True)
+    assert 'data-testid="pay-button"' in page
+    assert "test-cards" not in page and "0000 0000 0119" not in page and "4242 4242" not in page
+
+
+def test_the_development_checkout_page_lists_the_test_cards(client: FlaskClient) -> None:
+    add_to_cart(client)
+    page = client.get("/checkout").get_data(as_text=True)
+    assert "test-cards" in page and "4000 0000 0000 0119" in page

@@ -123,7 +123,10 @@ def _render(
             error=error,
             paid_url=page.paid_url,
             earlier=earlier or [],
-            test_cards=[(pretty(number), text) for number, (_b, text) in TEST_CARDS.items()],
+            # Production shows no test cards (the fault cards are a workshop's tool, not a shopper's).
+            test_cards=[]
+            if current_app.config["CHECKOUT_ENV"] == "production"
+            else [(pretty(number), text) for number, (_b, text) in TEST_CARDS.items()],
             # The lab can turn the button's guard off for this browser, so the server's layer shows.
             guard_on=not current_app.config["CHECKOUT_LAB"] or controls.button_guard_on(),
         ),
