@@ -44,14 +44,14 @@ def _token_holder() -> ApiCustomer | None:
     counts the request by its address, and the view meets the database's error itself.
     """
     session = db.session()
-    was_reading = session.in_transaction()
+    already_open = session.in_transaction()
     try:
         return api_customer()
     except sa.exc.SQLAlchemyError as error:
         log.warning("rate limit: the token's customer could not be read (%s); counting by address", error)
         return None
     finally:
-        if not was_reading:
+        if not already_open:
             session.rollback()
 
 

@@ -127,6 +127,8 @@ def register_security(app: Flask) -> None:
         headers["X-Frame-Options"] = "DENY"
         if request.endpoint != "static":
             headers["Cache-Control"] = "no-store"
+        # Behind a proxy that ends TLS, a request is secure only if gunicorn trusts its
+        # X-Forwarded-Proto (forwarded_allow_ips: 127.0.0.1 by default; name a remote proxy there).
         if production and request.is_secure:
             headers["Strict-Transport-Security"] = STRICT_TRANSPORT_SECURITY
         return response

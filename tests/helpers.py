@@ -24,7 +24,7 @@ from checkout.extensions import db
 from checkout.gateway import GatewayCharge, GatewayEvent
 from checkout.gateway.signing import HEADER, sign
 from checkout.idempotency import IdempotencyEvent, IdempotencyRecord
-from checkout.shop.models import Order
+from checkout.shop.models import Order, Product
 from checkout.shop.responders import API_ENDPOINT
 
 ALICE = {"Authorization": "Bearer demo-alice-token"}
@@ -82,7 +82,7 @@ class Ledger:
 
 def stock_out_of_balance(app: Flask) -> dict[str, tuple[int, int, int]]:
     """Products whose seeded stock is not what is left plus what their orders hold: (seeded, left, held)."""
-    from checkout.shop.models import HOLDS_STOCK, OrderItem, Product
+    from checkout.shop.models import HOLDS_STOCK, OrderItem
 
     with app.app_context():
         held = dict(
@@ -100,6 +100,14 @@ def stock_out_of_balance(app: Flask) -> dict[str, tuple[int, int, int]]:
         for sku, seeded, left in products
         if seeded != left + int(held.get(sku, 0))
     }
+
+
+def stock_of(app: Flask, sku: str) -> int:
+    """A product's stock now."""
+    with app.app_context():
+        value = db.session.scalar(sa.select(Product.stock).where(Product.sku == sku))
+        db.session.remove()
+    return int(value or 0)
 
 
 def table_counts(app: Flask) -> dict[str, int]:

@@ -18,7 +18,7 @@ from checkout.database import utcnow
 from checkout.extensions import db
 from checkout.gateway import GatewayRefund
 from checkout.idempotency import IdempotencyRecord
-from checkout.shop.models import Product, Refund
+from checkout.shop.models import Refund
 from tests.helpers import (
     ALICE,
     ANSWER_LOST_CARD,
@@ -30,18 +30,12 @@ from tests.helpers import (
     order_body,
     pay_in_browser,
     post_order,
+    stock_of,
     stock_out_of_balance,
 )
 
 LAST_ITEM = [{"sku": "LAST-01", "quantity": 1}]  # the seed's product with a stock of 1, listed last
 TOTAL = 2 * 1400 + 500  # order_body(): two mugs and a sticker pack
-
-
-def stock_of(app: Flask, sku: str) -> int:
-    with app.app_context():
-        value = db.session.scalar(sa.select(Product.stock).where(Product.sku == sku))
-        db.session.remove()
-    return int(value or 0)
 
 
 def purge_every_record(app: Flask, runner: FlaskCliRunner) -> None:

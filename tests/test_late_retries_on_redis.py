@@ -22,13 +22,14 @@ from flask.testing import FlaskClient, FlaskCliRunner
 from checkout.database import utcnow
 from checkout.extensions import db
 from checkout.lab.redis_store import PREFIX
-from checkout.shop.models import Order, Product
+from checkout.shop.models import Order
 from tests.helpers import (
     ALICE,
     ANSWER_LOST_CARD,
     UNAVAILABLE_CARD,
     Ledger,
     order_body,
+    stock_of,
     stock_out_of_balance,
 )
 from tests.redis_server import client_for, flush, own_redis_database
@@ -50,13 +51,6 @@ def app_overrides(redis_url: str) -> dict[str, Any]:
 
 def post(client: FlaskClient, key: str, body: dict[str, Any]) -> Any:
     return client.post(ROUTE, json=body, headers={**ALICE, "Idempotency-Key": key})
-
-
-def stock_of(app: Flask, sku: str) -> int:
-    with app.app_context():
-        value = db.session.scalar(sa.select(Product.stock).where(Product.sku == sku))
-        db.session.remove()
-    return int(value or 0)
 
 
 def age_every_order(app: Flask, seconds: float = 3600) -> None:

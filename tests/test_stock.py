@@ -29,14 +29,8 @@ from tests.helpers import (
     order_body,
     post_order,
     race,
+    stock_of,
 )
-
-
-def stock_of(app: Flask, sku: str) -> int:
-    with app.app_context():
-        value = db.session.scalar(sa.select(Product.stock).where(Product.sku == sku))
-        db.session.remove()
-    return int(value or 0)
 
 
 def assert_stock_invariant(app: Flask) -> None:

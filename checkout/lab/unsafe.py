@@ -176,7 +176,7 @@ def pay() -> ResponseReturnValue:
                 "The gateway failed. (The unsafe checkout has no way to resume: "
                 "pressing Pay again starts a brand-new payment.)"
             ),
-            headers={"Retry-After": "1"},  # every 503 says when to try again; here trying again charges anew
+            headers={"Retry-After": "1"},  # every 503 says when; the unsafe twin, on purpose, charges anew
         )
     _empty_cart(cart.id)
     return redirect(url_for("orders.show", order_id=order.public_id), 303)
