@@ -50,6 +50,7 @@ def create_app(config: Mapping[str, Any] | None = None, *, instance_path: str | 
     from checkout.gateway import models as _gateway_models  # noqa: F401
     from checkout.idempotency import models as _idempotency_models  # noqa: F401
     from checkout.lab.mistakes import models as _mistake_models  # noqa: F401
+    from checkout.lab.servers import LabWorker as _lab_workers  # noqa: F401
     from checkout.mail import models as _mail_models  # noqa: F401
     from checkout.shop import models as _shop_models  # noqa: F401
 
@@ -108,6 +109,7 @@ def register_lab_blueprints(app: Flask) -> None:
     from checkout.lab.mailbox import bp as mailbox_bp
     from checkout.lab.mistakes.views import bp as mistakes_bp
     from checkout.lab.reconciliation import bp as reconciliation_bp
+    from checkout.lab.servers import register_server_name
     from checkout.lab.stores import api_bp as redis_store_api_bp
     from checkout.lab.stores import bp as redis_store_bp
     from checkout.lab.unsafe import bp as unsafe_bp
@@ -116,6 +118,7 @@ def register_lab_blueprints(app: Flask) -> None:
     lab = (lab_bp, unsafe_bp, mailbox_bp, legacy_gateway_bp, redis_store_api_bp, redis_store_bp, reconciliation_bp)
     for blueprint in (*lab, mistakes_bp):
         app.register_blueprint(blueprint)
+    register_server_name(app)  # behind a proxy, the lab's timeline says which server took each step
 
 
 def register_template_helpers(app: Flask) -> None:

@@ -103,6 +103,14 @@ def _host_names(value: str) -> tuple[str, ...]:
     return names
 
 
+def _server_name(value: str) -> str:
+    """A short label (``app-1``): it names a server in the lab's timeline."""
+    name = value.strip()
+    if len(name) > 64 or any(not character.isprintable() for character in name):
+        raise ValueError(f"must be at most 64 printable characters, not {value!r}")
+    return name
+
+
 @dataclass(frozen=True)
 class Setting:
     default: Any
@@ -140,6 +148,12 @@ SETTINGS: dict[str, Setting] = {
         "http://127.0.0.1:5000",
         _base_url,
         "this shop's own address, where its server-side requests go (the lab's forms, the default webhook URL)",
+    ),
+    "CHECKOUT_SERVER_NAME": Setting(
+        "",
+        _server_name,
+        "this app server's name in the lab's timeline (make proxy names its two app-1 and app-2); "
+        "empty: the lab names workers by host:pid only",
     ),
     "CHECKOUT_TRUSTED_HOSTS": Setting(
         (),

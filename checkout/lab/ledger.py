@@ -12,6 +12,7 @@ from checkout.gateway import GatewayCharge, GatewayEvent
 from checkout.i18n import N_
 from checkout.idempotency import IdempotencyEvent, IdempotencyRecord
 from checkout.lab import damage
+from checkout.lab.servers import servers_of
 from checkout.shop.models import HOLDS_STOCK, Customer, Order, OrderItem, Product, Refund, WebhookReceipt
 
 LIMIT = 200
@@ -41,6 +42,7 @@ def ledger(limit: int = LIMIT) -> dict[str, list[dict[str, Any]]]:
         .order_by(IdempotencyEvent.created_at.desc(), IdempotencyEvent.id.desc())
         .limit(limit * 5)
     ).all()
+    server_of = servers_of(e.worker for e in events)
     return {
         "records": [
             {
@@ -91,6 +93,7 @@ def ledger(limit: int = LIMIT) -> dict[str, list[dict[str, Any]]]:
                 "key": e.key,
                 "event": e.name,
                 "worker": e.worker,
+                "server": server_of.get(e.worker),  # the app server's CHECKOUT_SERVER_NAME, if it has one
                 **e.detail,
             }
             for e in events
@@ -129,6 +132,7 @@ def timeline(key: str, customer: str | None = None) -> list[dict[str, Any]]:
     if customer is not None:
         query = query.where(IdempotencyEvent.customer == customer)
     events = db.session.scalars(query.order_by(IdempotencyEvent.id)).all()
+    server_of = servers_of(e.worker for e in events)
     steps: list[dict[str, Any]] = []
     previous = None
     for e in events:
@@ -139,6 +143,7 @@ def timeline(key: str, customer: str | None = None) -> list[dict[str, Any]]:
                 "since_previous": since,
                 "event": e.name,
                 "worker": e.worker,
+                "server": server_of.get(e.worker),  # which app server took this step (behind a proxy)
                 "endpoint": e.endpoint,
                 **e.detail,
             }
