@@ -11,7 +11,7 @@ INSTANCE ?= $(or $(CHECKOUT_INSTANCE_PATH),instance)
 TRANSLATIONS := checkout/translations
 
 .DEFAULT_GOAL := help
-.PHONY: help install run serve test lint fuzz translations bench mutants migrate seed reset-lab browser screenshots mass clean
+.PHONY: help install run serve proxy test lint fuzz translations bench mutants migrate seed reset-lab browser screenshots mass clean
 
 ## List the targets.
 help:
@@ -51,6 +51,15 @@ run: seed
 ## Serve it with gunicorn, 4 workers x 4 threads, on the same HOST and PORT (exercise 5 needs this).
 serve: seed
 	CHECKOUT_SHOP_URL=$(CHECKOUT_SHOP_URL) $(BIN)/gunicorn --config gunicorn.conf.py --bind $(HOST):$(PORT) 'checkout:create_app()'
+
+## Serve it behind nginx on HOST:PORT: two gunicorn servers on the next two ports, one database (exercise 14).
+proxy:
+	@PATH="$$PATH:/usr/sbin:/usr/local/sbin" command -v nginx >/dev/null 2>&1 || { \
+		echo "make proxy needs nginx, and there is none on this machine. Debian or Ubuntu: sudo apt-get install nginx"; \
+		echo "(make proxy runs its own nginx as an ordinary process; the system's nginx service can stay stopped)."; \
+		exit 1; }
+	@$(MAKE) --no-print-directory seed
+	CHECKOUT_SHOP_URL=$(CHECKOUT_SHOP_URL) $(BIN)/python -m checkout.lab.proxy --listen $(HOST):$(PORT)
 
 ## Start a fresh workshop: an empty development database, migrated and seeded (secrets are kept; stop the shop first).
 reset-lab: install

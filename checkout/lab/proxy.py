@@ -1,0 +1,347 @@
+"""``make proxy``: the shop behind Debian's nginx, two app servers on one database, a proxy that resends.
+
+    .venv/bin/python -m checkout.lab.proxy --listen 127.0.0.1:5000
+
+nginx listens on ``--listen`` and sends each request to one of two gunicorn servers on the
+next two ports (``app-1`` and ``app-2``, their ``CHECKOUT_SERVER_NAME``), which share the
+database and the instance folder's secrets. Its configuration is
+``deploy/nginx/checkout.conf.template``, filled in here: nginx waits ``--read-timeout``
+(1 s) for an answer, shorter than the slow card's 3 s, and then sends a keyed POST to the
+other server (``proxy_next_upstream error timeout non_idempotent``). Exercise 14 pays
+through it. nginx runs as an ordinary process from ``instance/proxy/`` (its pid, logs and
+temporary files are all there); the system's nginx service, if any, is not touched.
+
+The tests start the same configuration in front of their own servers (``nginx()`` below).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import urllib.request
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+ROOT = Path(__file__).resolve().parents[2]
+TEMPLATE = ROOT / "deploy" / "nginx" / "checkout.conf.template"
+SERVER_NAMES = ("app-1", "app-2")
+READ_TIMEOUT = "1s"  # shorter than the slow card (CHECKOUT_SLOW_CARD_SECONDS, 3 s): the workshop sees the resend
+HOW_TO_GET_NGINX = """\
+make proxy needs nginx, and there is none on this machine (looked in PATH, /usr/sbin, /usr/local/sbin).
+  Debian or Ubuntu:  sudo apt-get install nginx
+  Fedora:            sudo dnf install nginx
+  macOS (Homebrew):  brew install nginx
+make proxy runs its own nginx as an ordinary process, from instance/proxy/: the system's nginx
+service can stay stopped. Then run make proxy again."""
+
+_PLACEHOLDER = re.compile(r"\$\{(PROXY_[A-Z0-9_]+)\}")
+
+
+class NginxMissing(RuntimeError):
+    """There is no nginx to run."""
+
+
+def find_nginx() -> str | None:
+    """nginx's path: in PATH, or where Debian puts it (/usr/sbin is not in an ordinary user's PATH)."""
+    for candidate in (shutil.which("nginx"), "/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/local/nginx/sbin/nginx"):
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def render(template: str, values: Mapping[str, str]) -> str:
+    """The template with every ``${PROXY_...}`` filled in (as envsubst does); nginx's own ``$names`` stay."""
+    missing = sorted(set(_PLACEHOLDER.findall(template)) - set(values))
+    if missing:
+        raise KeyError(f"no value for {', '.join(missing)}")
+    return _PLACEHOLDER.sub(lambda match: values[match.group(1)], template)
+
+
+def site_config(*, listen: str, app_servers: Sequence[str], read_timeout: str, access_log: str) -> str:
+    """deploy/nginx/checkout.conf.template, filled in."""
+    first, second = app_servers
+    return render(
+        TEMPLATE.read_text(),
+        {
+            "PROXY_LISTEN": listen,
+            "PROXY_APP_SERVER_1": first,
+            "PROXY_APP_SERVER_2": second,
+            "PROXY_READ_TIMEOUT": read_timeout,
+            "PROXY_ACCESS_LOG": access_log,
+        },
+    )
+
+
+def main_config(prefix: Path, site: Path, error_log: str) -> str:
+    """The nginx.conf around the site file: everything nginx writes stays inside ``prefix``."""
+    temp = prefix / "temp"
+    return f"""\
+# Written by checkout/lab/proxy.py (make proxy, and the tests): nginx as an ordinary process.
+# Its pid and temporary files live in this folder; the site itself is {site.name}, from
+# deploy/nginx/checkout.conf.template.
+worker_processes 1;
+pid "{prefix / "nginx.pid"}";
+error_log {error_log} warn;
+events {{
+    worker_connections 512;
+}}
+http {{
+    client_body_temp_path "{temp / "body"}";
+    proxy_temp_path "{temp / "proxy"}";
+    fastcgi_temp_path "{temp / "fastcgi"}";
+    uwsgi_temp_path "{temp / "uwsgi"}";
+    scgi_temp_path "{temp / "scgi"}";
+    # Bodies (64 KiB at most) and answers stay in memory: nginx's workers never touch these folders.
+    client_body_buffer_size 64k;
+    proxy_max_temp_file_size 0;
+    include "{site}";
+}}
+"""
+
+
+# A line of the template's log_format checkout_upstreams, as far as a reader needs it.
+_LOG_LINE = re.compile(
+    r'"(?P<request>[^"]*)" (?P<status>\d{3}) upstreams="(?P<upstreams>[^"]*)" statuses="(?P<statuses>[^"]*)"'
+)
+
+
+@dataclass(frozen=True)
+class Proxied:
+    """One request as nginx's access log tells it: every server it was sent to, and what each answered."""
+
+    request: str  # "POST /checkout HTTP/1.1"
+    status: int  # what the client got
+    upstreams: tuple[str, ...]  # ("127.0.0.1:5001", "127.0.0.1:5002"): sent twice
+    statuses: tuple[str, ...]  # ("504", "303"): the first timed out, the second answered
+
+
+@dataclass
+class Proxy:
+    url: str
+    prefix: Path
+    process: subprocess.Popen[bytes]
+    access_log: Path  # one line per request: which servers it went to, and what each answered
+
+    def requests(self, starting: str = "") -> list[Proxied]:
+        """The requests nginx has finished so far, oldest first (those whose line starts with ``starting``)."""
+        try:
+            text = self.access_log.read_text()
+        except FileNotFoundError:
+            return []
+        found = []
+        for match in _LOG_LINE.finditer(text):
+            if match["request"].startswith(starting):
+                found.append(
+                    Proxied(
+                        match["request"],
+                        int(match["status"]),
+                        tuple(part.strip() for part in match["upstreams"].split(",")),
+                        tuple(part.strip() for part in match["statuses"].split(",")),
+                    )
+                )
+        return found
+
+
+def _split(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    return host or "127.0.0.1", int(port)
+
+
+def port_is_free(address: str) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(_split(address))
+        except OSError:
+            return False
+    return True
+
+
+def _listening(address: str) -> bool:
+    try:
+        with socket.create_connection(_split(address), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def _wait(condition: Callable[[], bool], process: subprocess.Popen[bytes], what: str, timeout: float = 30) -> None:
+    """Until ``condition()`` holds, the process dies (an error) or ``timeout`` passes (an error)."""
+    pause = threading.Event()
+    for _ in range(int(timeout / 0.05)):
+        if process.poll() is not None:
+            raise RuntimeError(f"{what} exited with {process.returncode}")
+        if condition():
+            return
+        pause.wait(0.05)
+    raise RuntimeError(f"{what} did not start in {timeout:g} s")
+
+
+def stop(process: subprocess.Popen[bytes], first: signal.Signals = signal.SIGTERM) -> None:
+    """Ask the process to end (nginx: SIGQUIT, a graceful end; gunicorn: SIGTERM), then insist."""
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            process.send_signal(first)
+    try:
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+@contextmanager
+def nginx(
+    prefix: Path,
+    *,
+    listen: str,
+    app_servers: Sequence[str],
+    read_timeout: str = READ_TIMEOUT,
+    access_log: str | None = None,
+    error_log: str | None = None,
+    output: IO[bytes] | int | None = None,
+) -> Iterator[Proxy]:
+    """nginx with deploy/nginx/checkout.conf.template in front of ``app_servers``, until the block ends."""
+    executable = find_nginx()
+    if executable is None:
+        raise NginxMissing(HOW_TO_GET_NGINX)
+    if not port_is_free(listen):
+        raise RuntimeError(f"{listen} is taken: stop what serves there (make run? make serve?), or pick another PORT")
+    for folder in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
+        (prefix / "temp" / folder).mkdir(parents=True, exist_ok=True)
+    access = access_log or str(prefix / "access.log")
+    site = prefix / "checkout.conf"
+    site.write_text(site_config(listen=listen, app_servers=app_servers, read_timeout=read_timeout, access_log=access))
+    conf = prefix / "nginx.conf"
+    conf.write_text(main_config(prefix, site, error_log or str(prefix / "error.log")))
+    command = [executable, "-p", str(prefix), "-c", str(conf)]
+    check = subprocess.run([*command, "-t", "-q"], capture_output=True, text=True, check=False)
+    if check.returncode != 0:
+        raise RuntimeError(f"nginx refused {conf}:\n{check.stderr.strip()}")
+    process = subprocess.Popen([*command, "-g", "daemon off;"], stdout=output, stderr=subprocess.STDOUT)
+    try:
+        _wait(lambda: _listening(listen), process, f"nginx on {listen}")
+        yield Proxy(f"http://{listen}", prefix, process, Path(access))
+    finally:
+        stop(process, signal.SIGQUIT)
+
+
+# --- make proxy ------------------------------------------------------------------------------------
+
+
+def _serving(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/api/products", timeout=2) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False
+
+
+def _echo(name: str, stream: IO[bytes], lock: threading.Lock) -> None:
+    """Every line a process writes, after its name: which server said what."""
+    for raw in iter(stream.readline, b""):
+        with lock:
+            sys.stdout.write(f"{name:>5} | {raw.decode(errors='replace')}")
+            sys.stdout.flush()
+
+
+def _start(name: str, command: list[str], env: dict[str, str], lock: threading.Lock) -> subprocess.Popen[bytes]:
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert process.stdout is not None
+    threading.Thread(target=_echo, args=(name, process.stdout, lock), daemon=True).start()
+    return process
+
+
+def _instance_folder() -> Path:
+    """Where the app keeps its secrets and SQLite file (what create_app uses), and nginx its files."""
+    return Path(os.environ.get("CHECKOUT_INSTANCE_PATH") or ROOT / "instance").resolve()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m checkout.lab.proxy",
+        description="The shop behind nginx: two gunicorn servers on one database, a proxy that resends (make proxy).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("--listen", default="127.0.0.1:5000", help="nginx's address; the servers get the next 2 ports")
+    parser.add_argument("--read-timeout", default=READ_TIMEOUT, help="how long nginx waits for a server's answer")
+    parser.add_argument("--workers", default=os.environ.get("GUNICORN_WORKERS", "2"), help="gunicorn workers each")
+    args = parser.parse_args(argv)
+
+    if find_nginx() is None:
+        print(HOW_TO_GET_NGINX, file=sys.stderr)
+        return 1
+    host, port = _split(args.listen)
+    app_servers = [f"{host}:{port + 1}", f"{host}:{port + 2}"]
+    taken = [address for address in (args.listen, *app_servers) if not port_is_free(address)]
+    if taken:
+        print(f"make proxy needs {', '.join(taken)}: stop what serves there, or pick another PORT.", file=sys.stderr)
+        return 1
+    shop_url = os.environ.get("CHECKOUT_SHOP_URL") or f"http://{args.listen}"
+    prefix = _instance_folder() / "proxy"
+    lock = threading.Lock()
+    servers: list[tuple[str, str, subprocess.Popen[bytes]]] = []
+    stopping = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    try:
+        for name, address in zip(SERVER_NAMES, app_servers, strict=True):
+            env = {
+                **os.environ,
+                "CHECKOUT_SHOP_URL": shop_url,  # the lab's controls and the webhooks go through the proxy too
+                "CHECKOUT_SERVER_NAME": name,  # the lab's timeline says which server took each step
+                "GUNICORN_WORKERS": str(args.workers),
+            }
+            command = [sys.executable, "-m", "gunicorn", "--config", str(ROOT / "gunicorn.conf.py"), "--bind", address]
+            servers.append((name, address, _start(name, [*command, "checkout:create_app()"], env, lock)))
+        for name, address, process in servers:
+            url = f"http://{address}"
+            _wait(functools.partial(_serving, url), process, f"{name} on {address}", timeout=60)
+        reader, writer = os.pipe()
+        with nginx(
+            prefix,
+            listen=args.listen,
+            app_servers=app_servers,
+            read_timeout=args.read_timeout,
+            access_log="/dev/stdout",
+            error_log="stderr",
+            output=writer,
+        ) as proxy:
+            os.close(writer)
+            threading.Thread(target=_echo, args=("nginx", os.fdopen(reader, "rb"), lock), daemon=True).start()
+            with lock:
+                print(
+                    f"\nThe shop, behind nginx: {proxy.url}  (the lab: {proxy.url}/lab)\n"
+                    + "".join(f"  {name}: http://{address}\n" for name, address, _ in servers)
+                    + f"nginx waits {args.read_timeout} for an answer, then sends the request to the other server "
+                    "(a keyed POST too); each line of nginx's log names the servers a request went to.\n"
+                    "Ctrl-C stops all three.\n",
+                    flush=True,
+                )
+            watched = [proxy.process, *(process for _, _, process in servers)]
+            while not stopping.wait(0.5):
+                if any(process.poll() is not None for process in watched):
+                    print("A server or nginx stopped; stopping the others.", file=sys.stderr)
+                    return 1
+    except KeyboardInterrupt:
+        pass
+    except (RuntimeError, NginxMissing) as problem:
+        print(problem, file=sys.stderr)
+        return 1
+    finally:
+        for _, _, process in servers:
+            stop(process)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
