@@ -10,7 +10,7 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,9 +47,18 @@ def _wait_until_serving(url: str, process: subprocess.Popen[bytes], timeout: flo
 
 @contextmanager
 def gunicorn(
-    database_url: str, instance: Path, *, servers: int = 1, workers: int = 4, settings: dict[str, str] | None = None
+    database_url: str,
+    instance: Path,
+    *,
+    servers: int = 1,
+    workers: int = 4,
+    settings: dict[str, str] | None = None,
+    names: Sequence[str] = (),
 ) -> Iterator[list[Server]]:
-    """Start ``servers`` gunicorn servers (each with ``workers`` workers) on one database."""
+    """Start ``servers`` gunicorn servers (each with ``workers`` workers) on one database.
+
+    ``names``: each server's CHECKOUT_SERVER_NAME, in order (the lab's timeline shows it).
+    """
     env = {
         **os.environ,
         "DATABASE_URL": database_url,
@@ -61,6 +70,7 @@ def gunicorn(
     try:
         for index in range(servers):
             port = free_port()
+            named = {"CHECKOUT_SERVER_NAME": names[index]} if index < len(names) else {}
             log = open(instance / f"gunicorn-{index}.log", "wb")  # noqa: SIM115 (closed with the process)
             process = subprocess.Popen(
                 [
@@ -79,7 +89,7 @@ def gunicorn(
                     str(instance),
                     "checkout:create_app()",
                 ],
-                env={**env, "PYTHONPATH": str(ROOT)},
+                env={**env, **named, "PYTHONPATH": str(ROOT)},
                 stdout=subprocess.DEVNULL,
                 stderr=log,
             )

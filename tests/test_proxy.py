@@ -1,0 +1,281 @@
+"""A real nginx in front of two real gunicorn servers on this run's database (SQLite, or PostgreSQL
+when TEST_DATABASE_URL is set), configured as make proxy configures it
+(deploy/nginx/checkout.conf.template): it waits 1 s for an answer, then sends the same POST to
+the other server (proxy_next_upstream error timeout non_idempotent), twice at most. The slow
+card takes 3 s, so every payment here outlasts the proxy.
+
+What nginx did is read from its own access log (every server a request went to, and what each
+answered); what the shop did, from the ledger.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import threading
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlencode
+
+import pytest
+from flask import Flask
+
+from checkout import client as retry_client
+from checkout.lab.proxy import SERVER_NAMES, Proxied, Proxy, find_nginx, nginx
+from checkout.lab.servers import LabWorker
+from tests.conftest import POSTGRES_URL
+from tests.helpers import (
+    ALICE,
+    SLOW_CARD,
+    Ledger,
+    browser_at_checkout,
+    browser_with_cart,
+    form_fields,
+    order_body,
+    wait_for,
+)
+from tests.http import post_json
+from tests.servers import Server, free_port, gunicorn
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        find_nginx() is None,
+        reason="nginx is not installed (looked in PATH, /usr/sbin, /usr/local/sbin): these tests run a real one. "
+        "Debian or Ubuntu: apt-get install nginx (.ci/run installs it when it runs as root)",
+    ),
+]
+
+BACKEND = "postgresql" if POSTGRES_URL else "sqlite"
+READ_TIMEOUT = "1s"  # make proxy's: shorter than the slow card
+SLOW = {"CHECKOUT_SLOW_CARD_SECONDS": "3"}  # the slow card's default: more than two of nginx's waits
+# A lease that runs out soon after a server dies; it must outlive the gateway's timeout plus the slow card.
+SHORT_LEASE = {
+    "CHECKOUT_LEASE_SECONDS": "5",
+    "CHECKOUT_GATEWAY_TIMEOUT_SECONDS": "2.5",
+    "CHECKOUT_SLOW_CARD_SECONDS": "2",
+}
+
+
+@dataclass
+class ProxiedShop:
+    url: str  # nginx's address: the shop's own (CHECKOUT_SHOP_URL)
+    servers: list[Server]
+    proxy: Proxy
+
+    def name_of(self, upstream: str) -> str:
+        """app-1 or app-2: the server at nginx's upstream address."""
+        [index] = [i for i, server in enumerate(self.servers) if server.url == f"http://{upstream}"]
+        return SERVER_NAMES[index]
+
+    def sent(self, request: str) -> Proxied:
+        """The one request nginx finished that starts with ``request`` (waits until it has)."""
+        [line] = wait_for(lambda: self.proxy.requests(request))
+        return line
+
+
+@contextlib.contextmanager
+def proxied_shop(
+    database_url: str, folder: Path, *, read_timeout: str = READ_TIMEOUT, settings: dict[str, str] | None = None
+) -> Iterator[ProxiedShop]:
+    """make proxy's shop: two named gunicorn servers on one database, nginx in front of them."""
+    port = free_port()
+    shop_url = f"http://127.0.0.1:{port}"
+    with gunicorn(
+        database_url,
+        folder,
+        servers=2,
+        workers=2,
+        names=SERVER_NAMES,
+        settings={**SLOW, "CHECKOUT_SHOP_URL": shop_url, **(settings or {})},
+    ) as servers:
+        upstreams = [server.url.removeprefix("http://") for server in servers]
+        with nginx(
+            folder / "nginx",
+            listen=f"127.0.0.1:{port}",
+            app_servers=upstreams,
+            read_timeout=read_timeout,
+            output=subprocess.DEVNULL,
+        ) as proxy:
+            yield ProxiedShop(shop_url, servers, proxy)
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    path = tmp_path / "proxied"
+    path.mkdir()
+    return path
+
+
+def servers_that_received(ledger: Ledger) -> list[str]:
+    """The server of each ``received`` event, oldest first: where every attempt landed, by the lab's table."""
+    server_of = {row.worker: row.server for row in ledger.rows(LabWorker)}
+    return [server_of[worker] for worker in ledger_workers(ledger, "received")]
+
+
+def ledger_workers(ledger: Ledger, event: str) -> list[str]:
+    from checkout.idempotency import IdempotencyEvent
+
+    return [e.worker for e in sorted(ledger.rows(IdempotencyEvent, IdempotencyEvent.name == event), key=lambda e: e.id)]
+
+
+def submit(browser: urllib.request.OpenerDirector, url: str, form: bytes) -> tuple[int, str]:
+    """POST a form as a browser does (following the 303); the final status and page."""
+    try:
+        with browser.open(url, data=form) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as error:
+        with error:
+            return error.code, error.read().decode()
+
+
+def test_a_payment_slower_than_the_proxy_is_sent_to_both_servers_and_charged_once(
+    app: Flask, database_url: str, folder: Path, ledger: Ledger
+) -> None:
+    with proxied_shop(database_url, folder) as shop:
+        browser, form = browser_at_checkout(shop.url)
+        submit(browser, f"{shop.url}/checkout", form)
+        sent = shop.sent("POST /checkout")
+        wait_for(lambda: ledger.events().count("replayed") >= 1)  # the second copy has had its answer too
+    print(
+        f"[{BACKEND}] one Pay through nginx: sent to {[shop.name_of(u) for u in sent.upstreams]}, "
+        f"answers {list(sent.statuses)}, client got {sent.status}; received by {servers_that_received(ledger)}; "
+        f"events {ledger.events()}"
+    )
+    assert sorted(shop.name_of(upstream) for upstream in sent.upstreams) == ["app-1", "app-2"]  # one copy each
+    assert sent.statuses[0] == "504"  # nginx gave up on the first server after 1 s, and sent the POST on
+    assert sorted(servers_that_received(ledger)) == ["app-1", "app-2"]  # both copies reached the shop
+    assert "conflict" in ledger.events()  # the second found the first still at the gateway
+    assert len(ledger.orders()) == 1
+    assert len(ledger.succeeded_charges()) == 1
+
+
+def test_after_the_proxys_504_the_same_form_again_shows_the_order_charged_once(
+    app: Flask, database_url: str, folder: Path, ledger: Ledger
+) -> None:
+    with proxied_shop(database_url, folder) as shop:
+        browser, form = browser_at_checkout(shop.url)
+        first = submit(browser, f"{shop.url}/checkout", form)
+        timed_out = shop.sent("POST /checkout")
+        status, page = submit(browser, f"{shop.url}/checkout", form)  # the customer presses Pay again
+    [order] = ledger.orders()
+    print(
+        f"[{BACKEND}] Pay, then Pay again after the 504: first {first[0]} (nginx: {list(timed_out.statuses)}), "
+        f"then {status}; orders={len(ledger.orders())} charges={len(ledger.succeeded_charges())}"
+    )
+    assert first[0] == 504 and "Gateway Time-out" in first[1]  # nginx's own page: neither server answered in 1 s
+    assert timed_out.statuses == ("504", "504")
+    assert status == 200
+    assert f'data-testid="order-id">{order.public_id}<' in page
+    assert 'data-testid="replay-notice"' in page  # already placed, charged once
+    assert order.status == "paid"
+    assert len(ledger.succeeded_charges()) == 1
+
+
+def test_the_unsafe_checkout_behind_the_same_proxy_charges_one_press_twice(
+    app: Flask, database_url: str, folder: Path, ledger: Ledger
+) -> None:
+    with proxied_shop(database_url, folder) as shop:
+        browser = browser_with_cart(shop.url)
+        fields = form_fields(browser.open(f"{shop.url}/lab/unsafe-checkout").read().decode(), "unsafe-checkout-form")
+        form = urlencode({**fields, "email": "shopper@example.com", "card_number": SLOW_CARD}).encode()
+        status, _page = submit(browser, f"{shop.url}/lab/unsafe-checkout", form)  # one press of Pay
+        sent = shop.sent("POST /lab/unsafe-checkout")
+        wait_for(lambda: len(ledger.succeeded_charges()) == 2)  # the copy nginx sent to the other server
+    orders = ledger.orders()
+    print(
+        f"[{BACKEND}] one Pay on the unsafe checkout through nginx: client got {status}, sent to "
+        f"{[shop.name_of(u) for u in sent.upstreams]}; orders={len(orders)} charges={len(ledger.succeeded_charges())}"
+    )
+    assert status == 504
+    assert sorted(shop.name_of(upstream) for upstream in sent.upstreams) == ["app-1", "app-2"]
+    assert len(orders) == 2 and {o.path for o in orders} == {"unsafe"}
+    assert len({o.purchase_ref for o in orders}) == 1  # two orders, two charges, for one purchase
+    assert len(ledger.succeeded_charges()) == 2
+
+
+def kill_server(server: Server, worker: int) -> None:
+    """SIGKILL the worker in the middle of the payment, then its master and every other worker: the server is gone."""
+    os.kill(worker, signal.SIGKILL)
+    server.process.kill()
+    server.process.wait()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == server.process.pid:  # an orphaned worker
+                os.kill(int(stat.parent.name), signal.SIGKILL)
+
+
+def test_a_server_killed_behind_the_proxy_mid_payment_leaves_one_order_and_one_charge(
+    app: Flask, database_url: str, folder: Path, ledger: Ledger
+) -> None:
+    """nginx waits 10 s here: the copy it sends is for the dead server's broken connection, not a timeout."""
+    key = str(uuid.uuid4())
+    body, headers = order_body(card=SLOW_CARD), {**ALICE, "Idempotency-Key": key}
+    with proxied_shop(database_url, folder, read_timeout="10s", settings=SHORT_LEASE) as shop:
+        first: dict[str, object] = {}
+        client = threading.Thread(target=lambda: first.update(reply=post_json(f"{shop.url}/api/orders", body, headers)))
+        client.start()
+        worker = wait_for(lambda: ledger.worker_of("gateway_called"))
+        victim = next(row.server for row in ledger.rows(LabWorker) if row.worker.endswith(f":{worker}"))
+        wait_for(ledger.charges)  # killed after the gateway charged: a retry must not charge again
+        kill_server(shop.servers[SERVER_NAMES.index(victim)], worker)
+        client.join(timeout=30)
+        sent = shop.sent("POST /api/orders")
+        lines: list[str] = []
+        result = retry_client.place_order(
+            shop.url,
+            "demo-alice-token",
+            body,
+            key=key,
+            max_attempts=20,
+            base_delay=0.2,
+            max_delay=1.0,
+            log=lines.append,
+            sleep=threading.Event().wait,
+        )
+    reply = first["reply"]
+    print(
+        f"[{BACKEND}] {victim} killed mid-payment: nginx sent the POST to "
+        f"{[shop.name_of(u) for u in sent.upstreams]}, answers {list(sent.statuses)}; the client got "
+        f"{getattr(reply, 'status', None)}; retry: " + " | ".join(lines)
+    )
+    assert shop.name_of(sent.upstreams[0]) == victim
+    assert sent.statuses[0] == "502"  # the dead server's connection broke: nginx sent the POST to the other
+    assert len(sent.upstreams) == 2
+    assert result.status == 201
+    [order] = ledger.orders()
+    assert order.status == "paid"
+    [charge] = ledger.succeeded_charges()
+    assert result.json()["charge_id"] == charge.id
+    assert "resumed" in ledger.events()  # the surviving server finished the dead one's payment
+
+
+def test_an_api_client_behind_the_proxy_gets_409_from_the_other_server_then_its_one_order(
+    app: Flask, database_url: str, folder: Path, ledger: Ledger
+) -> None:
+    """An API duplicate does not wait (no Prefer: wait): the other server answers 409 at once, nginx passes it on."""
+    lines: list[str] = []
+    with proxied_shop(database_url, folder) as shop:
+        result = retry_client.place_order(
+            shop.url,
+            "demo-alice-token",
+            order_body(card=SLOW_CARD),
+            base_delay=0.2,
+            max_delay=1.0,
+            log=lines.append,
+            sleep=threading.Event().wait,
+        )
+        first = shop.proxy.requests("POST /api/orders")[0]
+    print(f"[{BACKEND}] the retry client through nginx: {' | '.join(lines)}; nginx's first: {list(first.statuses)}")
+    assert first.statuses == ("504", "409")  # the first server too slow, the other: in progress
+    assert first.status == 409
+    assert result.status == 201 and result.headers.get("Idempotent-Replayed") == "true"
+    assert result.attempts[0].status == 409
+    assert len(ledger.orders()) == 1
+    assert len(ledger.succeeded_charges()) == 1
