@@ -290,6 +290,56 @@ EXERCISES = (
             "reconcile the two ledgers."
         ),
     ),
+    Exercise(
+        "proxy-resends",
+        N_("14. The proxy resends"),
+        (
+            N_(
+                "Serve the shop behind nginx: make proxy (stop make run first: the proxy takes its address, "
+                "http://127.0.0.1:5000; without nginx, make proxy says how to install it). Two app servers, app-1 "
+                "and app-2, share one database. nginx waits 1 second for an answer, then sends the same request to "
+                "the other server, a POST too (proxy_next_upstream error timeout non_idempotent). Its terminal shows "
+                "what nginx and each server did."
+            ),
+            N_(
+                "Add something to the cart, open the checkout, and pay with the slow card 4000 0000 0000 0077 (it "
+                "takes 3 seconds)."
+            ),
+            N_(
+                "Two seconds later the browser shows nginx's own page, “504 Gateway Time-out”: after a second "
+                "without an answer nginx sent the same POST to the other server, and after another second it gave up "
+                "on that one too."
+            ),
+            N_(
+                "Open the lab in another tab: your latest payment's timeline names the server (app-1 or app-2) beside "
+                "the worker of each step."
+            ),
+            N_(
+                "Back in the payment's tab, press the browser's Back button: the checkout says this cart is already "
+                "paid. Press Pay again (type the card if its field is empty)."
+            ),
+            N_(
+                "Now the unsafe checkout, behind the same proxy: add something to the cart, open the lab's unsafe "
+                "checkout, and pay with 4000 0000 0000 0077, pressing Pay once. Then open the lab and compare the "
+                "damage table's unsafe row with the safe one."
+            ),
+        ),
+        N_(
+            "Both attempts are in the timeline: received on one server, which claimed the key and called the "
+            "gateway; a second later received on the other server, with a conflict: it found the payment still at "
+            "the gateway and waited for it. The first completed, 3 seconds in, and the waiting one then replayed "
+            "that answer to a proxy that had stopped listening: the browser had its 504 already. nginx's line in the "
+            'terminal says the same: statuses="504, 504", one for each server. One order, one charge; Pay after the '
+            "504 shows that order, placed already and charged once. The unsafe checkout also answered one press with "
+            "a 504, and made two orders and two charges, one on each server: its row shows the price charged more "
+            "than once."
+        ),
+        N_(
+            "Server: the key travels in every copy the proxy sends, and whichever server gets one finds the same "
+            "record in the shared database. A POST without a key must never be resent: "
+            "deploy/nginx/checkout.conf.template shows the safe setting beside this one."
+        ),
+    ),
 )
 
 
