@@ -116,6 +116,13 @@ def test_every_lab_page_passes_axe_and_fits_the_screen(sized_page: Page, live_se
     page.get_by_test_id("send-wrong").click()  # the mistake's form, sent: its answers are shown
     expect(page.get_by_test_id("sent-answer")).to_have_count(1)
     check(page, "a mistake with its answers", problems)
+    width = SIZES[page.size_name]["width"]  # type: ignore[attr-defined]
+    for language in ("uk", "ru"):  # longer words: the same pages must still fit
+        for path, where in lab_pages:
+            page.goto(f"{url}{path}?lang={language}")
+            extra = sideways(page, width)
+            if extra > 0:
+                problems.append(f"{where} [{language}]: scrolls sideways by {extra}px at {width}px")
     assert problems == [], "\n".join(problems)
 
 
