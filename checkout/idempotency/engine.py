@@ -408,10 +408,12 @@ def purge(settings: Settings, now: datetime | None = None, batch: int = PURGE_BA
     old = now - timedelta(seconds=settings.lifetime_seconds)
     while True:
         with writing() as session:
-            gone = session.execute(
-                sa.delete(events).where(
-                    events.c.id.in_(sa.select(events.c.id).where(events.c.created_at < old).limit(batch))
-                )
-            ).rowcount
+            gone = len(
+                session.execute(
+                    sa.delete(events)
+                    .where(events.c.id.in_(sa.select(events.c.id).where(events.c.created_at < old).limit(batch)))
+                    .returning(events.c.id)
+                ).all()
+            )
         if gone < batch:
             return removed
