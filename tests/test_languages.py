@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import re
 
+import pytest
+from flask import Flask
 from flask.testing import FlaskClient
 
+from checkout.shop.money import format_money
 from tests.helpers import ALICE, post_order
 
 
@@ -52,3 +55,11 @@ def test_the_json_api_stays_english_whatever_is_asked(client: FlaskClient) -> No
     assert response.status_code == 422 and response.get_json()["title"] == "Invalid order"
     assert post_order(client, None, headers={"Accept-Language": "ru"}).get_json()["title"] == "Invalid Idempotency-Key"
     assert client.get("/api/nope", headers={"Accept-Language": "uk"}).get_json()["title"] == "Not found"
+
+
+@pytest.mark.parametrize(("language", "written"), [("en", "$1,234.50"), ("uk", "1 234,50 $"), ("ru", "1 234,50 $")])
+def test_money_is_written_with_the_languages_digits_and_the_dollar_sign_in_every_language(
+    app: Flask, language: str, written: str
+) -> None:
+    with app.test_request_context(f"/?lang={language}"):
+        assert format_money(123450).replace("\xa0", " ") == written
