@@ -13,13 +13,10 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import subprocess
 import threading
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -27,7 +24,8 @@ import pytest
 from flask import Flask
 
 from checkout import client as retry_client
-from checkout.lab.proxy import SERVER_NAMES, Proxied, Proxy, find_nginx, nginx
+from checkout.idempotency import IdempotencyEvent
+from checkout.lab.proxy import SERVER_NAMES
 from checkout.lab.servers import LabWorker
 from tests.conftest import POSTGRES_URL
 from tests.helpers import (
@@ -41,69 +39,18 @@ from tests.helpers import (
     wait_for,
 )
 from tests.http import post_json
-from tests.servers import Server, free_port, gunicorn
+from tests.proxies import NEEDS_NGINX, proxied_shop
+from tests.servers import Server
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        find_nginx() is None,
-        reason="nginx is not installed (looked in PATH, /usr/sbin, /usr/local/sbin): these tests run a real one. "
-        "Debian or Ubuntu: apt-get install nginx (.ci/run installs it when it runs as root)",
-    ),
-]
+pytestmark = [pytest.mark.slow, NEEDS_NGINX]
 
 BACKEND = "postgresql" if POSTGRES_URL else "sqlite"
-READ_TIMEOUT = "1s"  # make proxy's: shorter than the slow card
-SLOW = {"CHECKOUT_SLOW_CARD_SECONDS": "3"}  # the slow card's default: more than two of nginx's waits
 # A lease that runs out soon after a server dies; it must outlive the gateway's timeout plus the slow card.
 SHORT_LEASE = {
     "CHECKOUT_LEASE_SECONDS": "5",
     "CHECKOUT_GATEWAY_TIMEOUT_SECONDS": "2.5",
     "CHECKOUT_SLOW_CARD_SECONDS": "2",
 }
-
-
-@dataclass
-class ProxiedShop:
-    url: str  # nginx's address: the shop's own (CHECKOUT_SHOP_URL)
-    servers: list[Server]
-    proxy: Proxy
-
-    def name_of(self, upstream: str) -> str:
-        """app-1 or app-2: the server at nginx's upstream address."""
-        [index] = [i for i, server in enumerate(self.servers) if server.url == f"http://{upstream}"]
-        return SERVER_NAMES[index]
-
-    def sent(self, request: str) -> Proxied:
-        """The one request nginx finished that starts with ``request`` (waits until it has)."""
-        [line] = wait_for(lambda: self.proxy.requests(request))
-        return line
-
-
-@contextlib.contextmanager
-def proxied_shop(
-    database_url: str, folder: Path, *, read_timeout: str = READ_TIMEOUT, settings: dict[str, str] | None = None
-) -> Iterator[ProxiedShop]:
-    """make proxy's shop: two named gunicorn servers on one database, nginx in front of them."""
-    port = free_port()
-    shop_url = f"http://127.0.0.1:{port}"
-    with gunicorn(
-        database_url,
-        folder,
-        servers=2,
-        workers=2,
-        names=SERVER_NAMES,
-        settings={**SLOW, "CHECKOUT_SHOP_URL": shop_url, **(settings or {})},
-    ) as servers:
-        upstreams = [server.url.removeprefix("http://") for server in servers]
-        with nginx(
-            folder / "nginx",
-            listen=f"127.0.0.1:{port}",
-            app_servers=upstreams,
-            read_timeout=read_timeout,
-            output=subprocess.DEVNULL,
-        ) as proxy:
-            yield ProxiedShop(shop_url, servers, proxy)
 
 
 @pytest.fixture
@@ -120,8 +67,7 @@ def servers_that_received(ledger: Ledger) -> list[str]:
 
 
 def ledger_workers(ledger: Ledger, event: str) -> list[str]:
-    from checkout.idempotency import IdempotencyEvent
-
+    """The worker (host:pid) of each ``event``, oldest first."""
     return [e.worker for e in sorted(ledger.rows(IdempotencyEvent, IdempotencyEvent.name == event), key=lambda e: e.id)]
 
 
