@@ -109,10 +109,10 @@ def place_order(
         attempts.append(attempt)
         retryable = status is None or status in RETRYABLE
         if not retryable or number == max_attempts:
-            log(f"attempt {number} key={key[:8]}… -> {detail}")
+            log(f"attempt {number} key={key} -> {detail}")
             return Result(status, raw, headers, attempts)
         attempt.waited = backoff(number, base_delay, max_delay, headers.get("Retry-After"), rng)
-        log(f"attempt {number} key={key[:8]}… -> {detail}; retrying in {attempt.waited:.2f}s")
+        log(f"attempt {number} key={key} -> {detail}; retrying in {attempt.waited:.2f}s")
         sleep(attempt.waited)
     raise AssertionError("unreachable")
 

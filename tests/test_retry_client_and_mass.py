@@ -98,6 +98,14 @@ def test_the_client_prints_each_attempt(live_server: LiveServer, capsys: pytest.
     assert "attempt 1" in capsys.readouterr().out
 
 
+def test_the_client_prints_the_whole_key_so_it_can_be_pasted_into_the_lab(
+    live_server: LiveServer, ledger: Ledger, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert client.main(["--url", live_server.url, "--card", GOOD_CARD]) == 0
+    [record] = ledger.records()
+    assert f"key={record.key} " in capsys.readouterr().out
+
+
 def test_the_mass_test_is_exact_on_the_safe_api(live_server: LiveServer, ledger: Ledger) -> None:
     report = mass.run(live_server.url, payments=40, clients=4, unsafe=False, timeout=1.0, seed=3)
     assert report["unfinished"] == 0
