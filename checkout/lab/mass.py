@@ -174,8 +174,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"path:       {report['path']}")
     print(
         f"payments:   {report['payments']} by {report['clients']} clients, {report['attempts']} attempts "
-        f"in {report['seconds']} s ({report['unfinished']} unfinished)"
+        f"in {report['seconds']} s"
     )
+    if report["unfinished"]:
+        print(
+            f"            {report['unfinished']} clients stopped retrying before they heard a final answer; "
+            "their payments went on without them, and the money below counts them"
+        )
     print(f"expected:   ${report['expected_cents'] / 100:,.2f}   (what the paying cards should have paid)")
     print(f"ordered:    ${report['ordered_cents'] / 100:,.2f}   (the lab's damage table: {report['purchase_prefix']}*)")
     print(f"charged:    ${report['charged_cents'] / 100:,.2f}")
