@@ -1,4 +1,4 @@
-"""The shop's tables: products, customers, carts, orders.
+"""The shop's tables: products, customers, carts, orders, payments.
 
 Unique constraints back every rule on their own:
 - orders: one per (customer, idempotency key), so even after the key's
@@ -6,7 +6,9 @@ Unique constraints back every rule on their own:
 - orders: one per (cart, cart version), the business rule behind the key:
   two keys for one cart version (a second tab, a forged form) are one order;
 - cart keys: one per (cart, version), made once in the database, so two tabs
-  opened at the same moment render the same key.
+  opened at the same moment render the same key;
+- payments (POST /api/payments): one per (customer, idempotency key), and one
+  pending or succeeded per (customer, the client's order reference).
 """
 
 from __future__ import annotations
@@ -227,3 +229,60 @@ class WebhookReceipt(Base):
     detail: Mapped[dict[str, Any]] = mapped_column(sa.JSON, default=dict)
     duplicates: Mapped[int] = mapped_column(default=0, server_default="0")
     received_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+# --- the articles' own request: POST /api/payments ----------------------------------------
+
+PAYMENT_PENDING = "pending"
+PAYMENT_SUCCEEDED = "succeeded"
+PAYMENT_DECLINED = "declined"
+PAYMENT_FAILED = "failed"  # abandoned and ended by reconcile: nothing was or will be charged
+PAYMENT_STATES = (PAYMENT_PENDING, PAYMENT_SUCCEEDED, PAYMENT_DECLINED, PAYMENT_FAILED)
+# The payments that hold their order reference: one under way, or one that went through. A declined
+# or abandoned attempt holds nothing, so the client may pay that order with a new key.
+PAYMENT_HOLDS_ORDER = (PAYMENT_PENDING, PAYMENT_SUCCEEDED)
+PAYMENT_CURRENCIES = ("UAH", "USD")
+MAX_PAYMENT_AMOUNT = 1_000_000_000  # minor units
+_HOLDS_ORDER = f"status IN {PAYMENT_HOLDS_ORDER!r}"
+
+
+class Payment(Base):
+    """A payment for the client's own order reference (``orderId``), in minor units.
+
+    Unique on (customer, idempotency key): a late retry, its record purged, finds
+    its payment. And, for payments pending or succeeded, unique on (customer,
+    order reference): two keys for one order can never both be charged, whatever
+    the timing, because the second INSERT is refused by the database itself.
+    """
+
+    __tablename__ = "payments"
+    __table_args__ = (
+        sa.UniqueConstraint("customer_id", "idempotency_key"),
+        sa.Index(
+            "uq_payments_one_live_per_order_ref",
+            "customer_id",
+            "order_ref",
+            unique=True,
+            sqlite_where=sa.text(_HOLDS_ORDER),
+            postgresql_where=sa.text(_HOLDS_ORDER),
+        ),
+        sa.CheckConstraint(f"status IN {PAYMENT_STATES!r}", name="status"),
+        sa.CheckConstraint(f"currency IN {PAYMENT_CURRENCIES!r}", name="currency"),
+        sa.CheckConstraint(f"amount > 0 AND amount <= {MAX_PAYMENT_AMOUNT}", name="amount_in_range"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    public_id: Mapped[str] = mapped_column(sa.String(32), unique=True)
+    customer_id: Mapped[int] = mapped_column(BigId, sa.ForeignKey("customers.id"))
+    idempotency_key: Mapped[str] = mapped_column(sa.String(255))
+    # The client's ``orderId``: its own name for what it pays for (1 to 64 visible ASCII characters).
+    order_ref: Mapped[str] = mapped_column(sa.String(64))
+    # What the gateway is called with: derived from the payment, the same on every retry.
+    gateway_key: Mapped[str] = mapped_column(sa.String(64), unique=True)
+    amount: Mapped[int]
+    currency: Mapped[str] = mapped_column(sa.String(3))
+    status: Mapped[str] = mapped_column(sa.String(16), default=PAYMENT_PENDING)
+    card_last4: Mapped[str] = mapped_column(sa.String(4))
+    charge_id: Mapped[str | None] = mapped_column(sa.String(32))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
