@@ -18,7 +18,15 @@ from flask import Blueprint, Response, current_app
 
 from checkout import __version__
 from checkout.problems import json_bytes
-from checkout.shop.models import MAX_QUANTITY, ORDER_STATES, REFUND_PENDING, REFUND_SUCCEEDED
+from checkout.shop.models import (
+    MAX_PAYMENT_AMOUNT,
+    MAX_QUANTITY,
+    ORDER_STATES,
+    PAYMENT_CURRENCIES,
+    PAYMENT_STATES,
+    REFUND_PENDING,
+    REFUND_SUCCEEDED,
+)
 from checkout.shop.parsing import MAX_CENTS, MAX_LINES
 
 bp = Blueprint("openapi", __name__)
@@ -81,6 +89,24 @@ IDEMPOTENT_ANSWERS = {
 }
 
 
+PAYMENT_ANSWERS = {
+    "400": IDEMPOTENT_ANSWERS["400"],
+    "409": _problem(
+        "A request with this key is still being processed (`idempotency-request-in-progress`, after waiting as "
+        "long as `Prefer: wait` asked), or another key is paying this `orderId` right now "
+        "(`order-payment-in-progress`): nothing is stored, retry after `Retry-After` seconds with the same key. "
+        "Or the `orderId` is already paid (`order-already-paid`, with the existing payment as `id` and "
+        "`payment_id`): a final answer, stored under this key and replayed.",
+        "idempotency-request-in-progress",
+        "order-payment-in-progress",
+        "order-already-paid",
+        schema="PaymentProblem",
+        headers=("Retry-After", "Idempotent-Replayed"),
+    ),
+    "503": IDEMPOTENT_ANSWERS["503"],
+}
+
+
 def _card_number(production: bool) -> dict[str, Any]:
     """The card field; outside production, with the test cards that drive the mock gateway."""
     if production:
@@ -92,6 +118,15 @@ def _card_number(production: bool) -> dict[str, Any]:
         "…0077 is slow.",
         "examples": ["4242 4242 4242 4242"],
     }
+
+
+def _payment_card(production: bool) -> dict[str, Any]:
+    """A payment's card is optional: without one, the gateway's success test card pays."""
+    card = _card_number(production)
+    card["description"] = "Optional. " + card["description"]
+    if not production:
+        card["description"] += " Without it: 4242 4242 4242 4242."
+    return card
 
 
 def document(*, production: bool = False) -> dict[str, Any]:
@@ -122,6 +157,11 @@ def document(*, production: bool = False) -> dict[str, Any]:
             {"name": "catalog"},
             {"name": "orders", "description": "Payments: POST is idempotent."},
             {"name": "refunds", "description": "A second idempotent endpoint: keys are scoped to it."},
+            {
+                "name": "payments",
+                "description": "The articles' own request: a payment for your `orderId`, once per key, and one "
+                "succeeded payment per `orderId`.",
+            },
             {"name": "webhooks", "description": "What the payment gateway posts to the shop."},
         ],
         "paths": {
@@ -268,6 +308,66 @@ def document(*, production: bool = False) -> dict[str, Any]:
                     },
                 }
             },
+            "/api/payments": {
+                "post": {
+                    "operationId": "pay",
+                    "tags": ["payments"],
+                    "summary": "Pay for your own order reference, once per Idempotency-Key",
+                    "description": "The key's scope is this endpoint: a key used for an order is unrelated here. "
+                    "The database holds at most one pending or succeeded payment per customer and `orderId`: "
+                    "a new key for an order already paid is 409 `order-already-paid`; a declined or abandoned "
+                    "attempt leaves the order free for another key.",
+                    "parameters": [key_parameter, prefer_parameter],
+                    "requestBody": {
+                        "required": True,
+                        "content": {JSON: {"schema": _ref("schemas", "PaymentRequest")}},
+                    },
+                    "responses": {
+                        "201": _json(
+                            "Paid. Stored under the key: a replay is this answer, byte for byte, with "
+                            "`Idempotent-Replayed: true`.",
+                            _ref("schemas", "Payment"),
+                            headers=("Location", "Idempotent-Replayed", "Preference-Applied"),
+                        ),
+                        "402": _problem(
+                            "Declined, or abandoned and ended by reconcile. A final outcome: stored and replayed; "
+                            "the order may be paid with a new key.",
+                            "card-declined",
+                            "payment-abandoned",
+                            schema="PaymentProblem",
+                            headers=("Idempotent-Replayed",),
+                        ),
+                        **PAYMENT_ANSWERS,
+                        "401": UNAUTHORIZED,
+                        **BODY_ERRORS,
+                        "422": _problem(
+                            "The key was used with another body (`idempotency-key-reused`, the stored record is "
+                            "untouched), or the body is invalid (`validation-error` with `errors` per field; "
+                            "nothing stored, the key stays usable).",
+                            "idempotency-key-reused",
+                            "validation-error",
+                            schema="InvalidProblem",
+                        ),
+                        "429": TOO_MANY,
+                    },
+                }
+            },
+            "/api/payments/{payment_id}": {
+                "get": {
+                    "operationId": "getPayment",
+                    "tags": ["payments"],
+                    "summary": "One of your payments (`pending` until its outcome is known)",
+                    "parameters": [
+                        {"name": "payment_id", "in": "path", "required": True, "schema": {"type": "string"}}
+                    ],
+                    "responses": {
+                        "200": _json("The payment.", _ref("schemas", "Payment")),
+                        "401": UNAUTHORIZED,
+                        "404": NOT_FOUND,
+                        "429": TOO_MANY,
+                    },
+                }
+            },
             "/webhooks/gateway": {
                 "post": {
                     "operationId": "receiveGatewayEvent",
@@ -382,6 +482,21 @@ def _schemas(production: bool) -> dict[str, Any]:
                         "idempotency_key": {"type": "string"},
                         "order_id": {"type": "string"},
                         "refund_id": {"type": "string"},
+                        "payment_id": {"type": "string"},
+                    },
+                },
+            ]
+        },
+        "PaymentProblem": {
+            "allOf": [
+                _ref("schemas", "Problem"),
+                {
+                    "type": "object",
+                    "properties": {
+                        "id": {"type": "string", "description": "`order-already-paid`: the payment that paid it."},
+                        "payment_id": {"type": "string"},
+                        "order_id": {"type": "string", "description": "Your `orderId`."},
+                        "idempotency_key": {"type": "string"},
                     },
                 },
             ]
@@ -500,6 +615,42 @@ def _schemas(production: bool) -> dict[str, Any]:
                 "currency": {"type": "string"},
                 "reason": {"type": "string"},
                 "status": {"enum": [REFUND_PENDING, REFUND_SUCCEEDED]},
+                "created_at": timestamp,
+            },
+        },
+        "PaymentRequest": {
+            "type": "object",
+            "required": ["orderId", "amount", "currency"],
+            "properties": {
+                "orderId": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": 64,
+                    "pattern": "^[!-~]{1,64}$",
+                    "description": "Your own reference for the order: 1 to 64 visible ASCII characters.",
+                    "examples": ["order-123"],
+                },
+                "amount": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": MAX_PAYMENT_AMOUNT,
+                    "description": "In minor units (kopiyky, cents).",
+                    "examples": [49900],
+                },
+                "currency": {"type": "string", "enum": list(PAYMENT_CURRENCIES)},
+                "card_number": _payment_card(production),
+            },
+        },
+        "Payment": {
+            "type": "object",
+            "required": ["id", "order_id", "amount", "currency", "status", "charge_id", "created_at"],
+            "properties": {
+                "id": {"type": "string", "pattern": "^pay_"},
+                "order_id": {"type": "string", "description": "Your `orderId`."},
+                "amount": {"type": "integer", "minimum": 1, "maximum": MAX_PAYMENT_AMOUNT},
+                "currency": {"type": "string", "enum": list(PAYMENT_CURRENCIES)},
+                "status": {"enum": list(PAYMENT_STATES)},
+                "charge_id": {"type": ["string", "null"]},
                 "created_at": timestamp,
             },
         },

@@ -111,6 +111,7 @@ def print_answers(log: str) -> None:
         method, path, status = found.groups()
         path = re.sub(r"^/api/orders/[^/]+", "/api/orders/{order_id}", path.split("?", 1)[0])
         path = re.sub(r"/refunds/[^/]+", "/refunds/{refund_id}", path)
+        path = re.sub(r"^/api/payments/[^/]+", "/api/payments/{payment_id}", path)
         answers[f"{method} {path} {status}"] += 1
     print("the shop's answers (method, path, status: count):")
     for line, count in sorted(answers.items()):

@@ -1,11 +1,15 @@
-"""The JSON API. Bearer tokens, problem+json errors, and POST /api/orders made idempotent by
-the ``Idempotency-Key`` header."""
+"""The JSON API. Bearer tokens, problem+json errors, and its POSTs made idempotent by the
+``Idempotency-Key`` header: orders, refunds, and the articles' own request, payments.
+
+Every idempotent POST goes the same way: the key (``_idempotency_key``), the body
+(``_read_json``), its fields, then ``_run``: the engine with the endpoint's phases
+and the fingerprint of the validated body, its outcome answered by ``answer``."""
 
 from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, Protocol
 
 import sqlalchemy as sa
 from flask import Blueprint, Response, request
@@ -17,24 +21,27 @@ from checkout.idempotency import (
     InvalidKey,
     Mismatch,
     Outcome,
+    Phase,
     Refused,
     Scope,
+    StoredResponse,
     Unfinished,
     fingerprint,
     parse_key,
     run,
 )
 from checkout.problems import json_bytes, problem
-from checkout.shop import parsing
+from checkout.shop import parsing, payments
 from checkout.shop.identity import ApiCustomer, api_customer
 from checkout.shop.models import Product
 from checkout.shop.orders import refund_by_public_id, view_of
 from checkout.shop.orders_page import order_of, orders_of
+from checkout.shop.payments import PaymentRequest, PlacePayment, parse_payment
 from checkout.shop.placement import OrderRequest, PlaceOrder
 from checkout.shop.refunds import API_REFUNDS, ApiRefundResponder, PlaceRefund, RefundRequest
-from checkout.shop.responders import API_ENDPOINT, ApiResponder
+from checkout.shop.responders import API_ENDPOINT, API_PAYMENTS, ApiPaymentResponder, ApiResponder, key_reused
 from checkout.shop.runtime import fingerprint_secret, gateway, idempotency_settings
-from checkout.shop.validation import ParsedOrder, parse_order
+from checkout.shop.validation import parse_order
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 csrf.exempt(bp)  # bearer tokens are not cookies: no CSRF to forge
@@ -96,9 +103,34 @@ def get_order(order_id: str) -> Response:
     return _json(view_of(order).to_json())
 
 
-def api_fingerprint(order: ParsedOrder) -> str:
-    """The fingerprint of an order request: also what tests use to play a worker that claimed a key."""
-    return fingerprint(fingerprint_secret(), "POST", API_ENDPOINT, order.normalized())
+class Normalized(Protocol):
+    def normalized(self) -> dict[str, Any]: ...
+
+
+def api_fingerprint(body: Normalized, endpoint: str = API_ENDPOINT) -> str:
+    """The fingerprint of a validated request body (an order's unless ``endpoint`` says otherwise):
+    also what tests use to play a worker that claimed a key."""
+    return fingerprint(fingerprint_secret(), "POST", endpoint, body.normalized())
+
+
+def _idempotency_key() -> tuple[str, Response | None]:
+    """The request's key, or the 400 that refuses it (missing, malformed, or more than one)."""
+    try:
+        return parse_key(request.headers.get("Idempotency-Key")), None
+    except InvalidKey as error:
+        return "", problem(400, "Invalid Idempotency-Key", str(error), type_="invalid-idempotency-key")
+
+
+def _run(
+    scope: Scope, request_fingerprint: str, phases: dict[str, Phase], reference_name: str = "order_id"
+) -> Response:
+    """Run an endpoint's phases once per key, waiting as ``Prefer: wait`` asks, and answer the outcome."""
+    wait = preferred_wait()
+    outcome = run(scope, request_fingerprint, phases, settings=idempotency_settings(), wait_seconds=wait)
+    response = answer(outcome, scope.key, reference_name)
+    if wait:
+        response.headers["Preference-Applied"] = f"wait={wait}"
+    return response
 
 
 def preferred_wait() -> int:
@@ -126,10 +158,9 @@ def _read_json(empty_is: Any = _NOTHING) -> tuple[Any, Response | None]:
 @bp.post("/orders")
 def create_order() -> Response:
     customer = _customer()
-    try:
-        key = parse_key(request.headers.get("Idempotency-Key"))
-    except InvalidKey as error:
-        return problem(400, "Invalid Idempotency-Key", str(error), type_="invalid-idempotency-key")
+    key, refused = _idempotency_key()
+    if refused is not None:
+        return refused
     body, refused = _read_json()
     if refused is not None:
         return refused
@@ -146,26 +177,28 @@ def create_order() -> Response:
         items=parsed.items,
         purchase_ref=parsed.purchase,
     )
-    wait = preferred_wait()
-    outcome = run(
+    return _run(
         Scope(customer.public_id, API_ENDPOINT, key),
         api_fingerprint(parsed),
         PlaceOrder(order_request, ApiResponder(), gateway()).phases(),
-        settings=idempotency_settings(),
-        wait_seconds=wait,
     )
-    response = answer(outcome, key)
-    if wait:
-        response.headers["Preference-Applied"] = f"wait={wait}"
-    return response
+
+
+def _stored(response: StoredResponse) -> Response:
+    answered = Response(response.body, status=response.status)
+    for name, value in response.headers.items():
+        answered.headers[name] = value
+    return answered
 
 
 def answer(outcome: Outcome, key: str, reference_name: str = "order_id") -> Response:
-    """The HTTP answer for the engine's outcome (shared by every idempotent endpoint)."""
+    """The HTTP answer for the engine's outcome (shared by every idempotent endpoint).
+
+    ``reference_name`` names what the operation created, in the body of a 409 or 503:
+    ``order_id``, ``refund_id`` or ``payment_id``.
+    """
     if isinstance(outcome, Done | Refused):
-        response = Response(outcome.response.body, status=outcome.response.status)
-        for name, value in outcome.response.headers.items():
-            response.headers[name] = value
+        response = _stored(outcome.response)
         if isinstance(outcome, Done) and outcome.replayed:
             response.headers["Idempotent-Replayed"] = "true"
         return response
@@ -180,12 +213,7 @@ def answer(outcome: Outcome, key: str, reference_name: str = "order_id") -> Resp
             **{reference_name: outcome.reference},
         )
     if isinstance(outcome, Mismatch):
-        return problem(
-            422,
-            "Idempotency-Key reused",
-            "This Idempotency-Key was used with a different request; use a new key.",
-            type_="idempotency-key-reused",
-        )
+        return _stored(key_reused())
     assert isinstance(outcome, Unfinished)
     return problem(
         503,
@@ -224,10 +252,9 @@ def _reason(raw: object) -> str:
 @bp.post("/orders/<order_id>/refunds")
 def create_refund(order_id: str) -> Response:
     customer = _customer()
-    try:
-        key = parse_key(request.headers.get("Idempotency-Key"))
-    except InvalidKey as error:
-        return problem(400, "Invalid Idempotency-Key", str(error), type_="invalid-idempotency-key")
+    key, refused = _idempotency_key()
+    if refused is not None:
+        return refused
     body, refused = _read_json(empty_is=None)
     if refused is not None:
         return refused
@@ -236,8 +263,7 @@ def create_refund(order_id: str) -> Response:
         return problem(422, "Invalid refund", "Some fields are invalid.", errors=errors)
     if order_of(customer.id, order_id) is None:
         return problem(404, "Not found", "No such order for this customer.")
-    wait = preferred_wait()
-    outcome = run(
+    return _run(
         Scope(customer.public_id, API_REFUNDS, key),
         # The scope is the route template; the fingerprint covers the order, so one key for two orders is a 422.
         fingerprint(fingerprint_secret(), "POST", API_REFUNDS, {"order_id": order_id, **parsed}),
@@ -246,13 +272,8 @@ def create_refund(order_id: str) -> Response:
             ApiRefundResponder(),
             gateway(),
         ).phases(),
-        settings=idempotency_settings(),
-        wait_seconds=wait,
+        reference_name="refund_id",
     )
-    response = answer(outcome, key, reference_name="refund_id")
-    if wait:
-        response.headers["Preference-Applied"] = f"wait={wait}"
-    return response
 
 
 @bp.get("/orders/<order_id>/refunds/<refund_id>")
@@ -262,3 +283,37 @@ def get_refund(order_id: str, refund_id: str) -> Response:
     if refund is None or refund.order_public_id != order_id:
         return problem(404, "Not found", "No such refund for this customer.")
     return _json(refund.to_json())
+
+
+# --- payments: the articles' own request, its own key scope ------------------------------------
+
+
+@bp.post("/payments")
+def create_payment() -> Response:
+    """``{"orderId", "amount", "currency", "card_number"?}``: one charge per key, one paid payment per orderId."""
+    customer = _customer()
+    key, refused = _idempotency_key()
+    if refused is not None:
+        return refused
+    body, refused = _read_json()
+    if refused is not None:
+        return refused
+    parsed, errors = parse_payment(body)
+    if parsed is None:
+        # Nothing is stored: the client may fix the body and reuse the key.
+        return problem(422, "Invalid payment", "Some fields are invalid.", errors=errors)
+    return _run(
+        Scope(customer.public_id, API_PAYMENTS, key),
+        api_fingerprint(parsed, API_PAYMENTS),
+        PlacePayment(PaymentRequest(customer.id, key, parsed), ApiPaymentResponder(), gateway()).phases(),
+        reference_name="payment_id",
+    )
+
+
+@bp.get("/payments/<payment_id>")
+def get_payment(payment_id: str) -> Response:
+    customer = _customer()
+    payment = payments.of_customer(customer.id, payment_id)
+    if payment is None:
+        return problem(404, "Not found", "No such payment for this customer.")
+    return _json(payment.to_json())

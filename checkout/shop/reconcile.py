@@ -14,6 +14,10 @@ our back:
 - no order yet (a record that never got past its claim): the record is
   deleted, so the client's next retry starts afresh; nothing happened.
 
+A payment of ``POST /api/payments`` is finished the same way as an order:
+its gateway key is fenced, and the payment ends succeeded, declined or
+failed as the gateway says (a record with no payment yet is deleted).
+
 A refund needs no fence: it needs no card, so reconcile finishes it by asking
 the gateway to refund again, with the same refund key (idempotent there).
 
@@ -53,7 +57,7 @@ from checkout.idempotency import (
     take_over,
 )
 from checkout.lab.redis_store import REDIS_ENDPOINT, REDIS_PATH, RedisUnavailable, lease_held
-from checkout.shop import orders
+from checkout.shop import orders, payments
 from checkout.shop.models import PENDING, Customer, Order
 from checkout.shop.orders import OrderView
 from checkout.shop.placement import GatewayAnswer, PaymentEvent, finish, settle
@@ -66,7 +70,7 @@ from checkout.shop.refunds import (
     mark_refunded,
 )
 from checkout.shop.refunds import call_gateway as call_refund
-from checkout.shop.responders import RESPONDERS
+from checkout.shop.responders import API_PAYMENTS, RESPONDERS, ApiPaymentResponder
 from checkout.transactions import reading, writing
 
 
@@ -75,7 +79,7 @@ class Reconciled:
     key: str
     endpoint: str
     customer: str
-    outcome: str  # paid, declined, failed, refunded, waiting, restarted, skipped
+    outcome: str  # paid, declined, failed, refunded, succeeded (a payment), waiting, restarted, skipped
     order_id: str | None = None
     charge_id: str | None = None
 
@@ -97,6 +101,8 @@ def _order_of(reference: str) -> OrderView | None:
 def reconcile_one(view: RecordView, gateway: Gateway, settings: Settings) -> Reconciled:
     if view.scope.endpoint in REFUND_RESPONDERS:
         return _reconcile_refund(view, gateway, settings)
+    if view.scope.endpoint == API_PAYMENTS:
+        return _reconcile_payment(view, gateway, settings)
     scope = view.scope
     skipped = Reconciled(scope.key, scope.endpoint, scope.customer, "skipped")
     respond = RESPONDERS.get(scope.endpoint)
@@ -201,3 +207,26 @@ def _reconcile_refund(view: RecordView, gateway: Gateway, settings: Settings) ->
     except LeaseLost:
         return skipped
     return Reconciled(scope.key, scope.endpoint, scope.customer, "refunded", refund.order_public_id)
+
+
+def _reconcile_payment(view: RecordView, gateway: Gateway, settings: Settings) -> Reconciled:
+    """Fence an abandoned payment's gateway key, then end it as the gateway says (as for an order)."""
+    scope = view.scope
+    skipped = Reconciled(scope.key, scope.endpoint, scope.customer, "skipped")
+    operation = take_over(view, settings, by=Event.RECONCILE_STARTED)
+    if operation is None:
+        return skipped  # a client's retry got there first: it will finish it
+    try:
+        with reading():
+            payment = payments.by_public_id(operation.reference) if operation.reference else None
+        if payment is None:
+            operation.discard("abandoned before a payment existed")
+            return Reconciled(scope.key, scope.endpoint, scope.customer, "restarted")
+        answer = payments.fence(gateway, payment)
+        with operation.owned():
+            operation.note(payments.PaymentEvent.RECONCILED, payment_id=payment.public_id, gateway_says=answer.status)
+            ended = payments.settle(payment, answer, operation.note)
+            operation.apply(Complete(payments.answer_for(ended, ApiPaymentResponder())))
+    except LeaseLost:
+        return skipped  # a client's retry took it over meanwhile: it will finish it
+    return Reconciled(scope.key, scope.endpoint, scope.customer, ended.status, payment.public_id, ended.charge_id)

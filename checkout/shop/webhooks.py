@@ -8,8 +8,10 @@
    is applied. A repeated delivery finds its receipt and changes nothing (200).
 3. Applying never moves an order backwards: every change is a conditional
    UPDATE from the state it expects (pending → paid, pending → declined,
-   refund pending → succeeded). Whoever comes first, the worker or the
-   webhook, makes the change; the second changes nothing.
+   refund pending → succeeded, and a payment of POST /api/payments pending →
+   succeeded or declined: its charge's reference is the payment's id).
+   Whoever comes first, the worker or the webhook, makes the change; the
+   second changes nothing. A reference that is neither is ignored.
 """
 
 from __future__ import annotations
@@ -25,8 +27,8 @@ from checkout.database import insert_ignoring_conflicts, table_of, utcnow
 from checkout.extensions import csrf, db
 from checkout.gateway.signing import HEADER, verify
 from checkout.problems import json_bytes, problem
-from checkout.shop import orders, refunds
-from checkout.shop.models import DECLINED, PAID, Refund, WebhookReceipt
+from checkout.shop import orders, payments, refunds
+from checkout.shop.models import DECLINED, PAID, PAYMENT_DECLINED, PAYMENT_SUCCEEDED, Refund, WebhookReceipt
 from checkout.shop.outcomes import end_order
 from checkout.transactions import writing
 
@@ -96,9 +98,12 @@ def receive() -> Response:
 def apply(type_: str, data: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """Apply one event inside the current unit of work; what happened."""
     if type_ in ("charge.succeeded", "charge.failed"):
-        order = orders.by_public_id(str(data.get("reference", "")))
+        reference = str(data.get("reference", ""))
+        if "\x00" in reference:  # the gateway never sends one; PostgreSQL cannot even be asked about it
+            return IGNORED, {"why": "no such order or payment"}
+        order = orders.by_public_id(reference)
         if order is None:
-            return IGNORED, {"why": "no such order"}
+            return _apply_to_payment(type_, reference, str(data.get("id")))
         status = PAID if type_ == "charge.succeeded" else DECLINED
         ended = end_order(order, status, str(data.get("id")))
         return (APPLIED, {"order_id": order.public_id, "status": status}) if ended else (NO_CHANGE, {})
@@ -112,3 +117,17 @@ def apply(type_: str, data: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         changed = refunds.mark_refunded(refund, str(data.get("id")))
         return (APPLIED, {"refund_id": refund.public_id}) if changed else (NO_CHANGE, {})
     return IGNORED, {"why": "an event this shop does not use"}
+
+
+def _apply_to_payment(type_: str, reference: str, charge_id: str) -> tuple[str, dict[str, Any]]:
+    """A charge of POST /api/payments (its reference is the payment's id): end the payment if it is pending.
+
+    This finishes a payment whose answer was lost even if its client never comes back; the
+    key's record, still unfinished, then answers the client's retry from the payment.
+    """
+    payment = payments.by_public_id(reference)
+    if payment is None:
+        return IGNORED, {"why": "no such order or payment"}
+    status = PAYMENT_SUCCEEDED if type_ == "charge.succeeded" else PAYMENT_DECLINED
+    ended = payments.end_pending(payment, status, charge_id)
+    return (APPLIED, {"payment_id": payment.public_id, "status": status}) if ended else (NO_CHANGE, {})

@@ -1,0 +1,439 @@
+"""POST /api/payments, the articles' own request: a payment for the client's ``orderId``, in phases.
+
+    started ──(claim + payment row, one transaction)──▶ payment_created ──(gateway, then one transaction)──▶ finished
+
+The body is the articles' ``{"orderId": "order-123", "amount": 49900,
+"currency": "UAH"}`` (with an optional ``card_number``, so the fault cards can
+be tried). It runs through the same engine and the same gateway as
+``POST /api/orders`` (checkout.shop.placement), under its own key scope:
+
+- From ``started``, inside the claim's transaction: the payment row is
+  inserted, pending, with a gateway key derived from it. The INSERT alone
+  decides (ON CONFLICT DO NOTHING): the payments' unique (customer, key) finds
+  the payment of a late retry, and their partial unique index (customer,
+  order reference) over pending and succeeded payments refuses a second
+  payment for an order, whatever two keys race. The loser reads the winner:
+  succeeded is 409 ``order-already-paid`` (final, stored under this key);
+  pending is 409 ``order-payment-in-progress`` (not stored: the other
+  attempt may still be declined, and then this key may pay).
+- From ``payment_created``: the gateway is called with no transaction open,
+  always with the payment's gateway key, so a retry, a resumption or two
+  workers can never charge twice; then one transaction ends the payment and
+  completes the operation with its answer.
+
+Whoever learns the outcome first ends the payment (the worker, reconcile, the
+gateway's webhook): ``settle`` is a conditional UPDATE from pending.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any, Protocol
+
+import sqlalchemy as sa
+
+from checkout.database import insert_ignoring_conflicts, table_of, utcnow
+from checkout.extensions import db
+from checkout.gateway import CardDeclined, Gateway, GatewayTimeout, GatewayUnavailable, KeyVoided
+from checkout.i18n import N_
+from checkout.idempotency import STARTED, Complete, MoveTo, Operation, Phase, Refuse, RetryLater, Step, StoredResponse
+from checkout.shop import parsing
+from checkout.shop.models import (
+    MAX_PAYMENT_AMOUNT,
+    PAYMENT_CURRENCIES,
+    PAYMENT_DECLINED,
+    PAYMENT_FAILED,
+    PAYMENT_HOLDS_ORDER,
+    PAYMENT_PENDING,
+    PAYMENT_SUCCEEDED,
+    Payment,
+    public_id,
+)
+from checkout.shop.placement import ALREADY_FINAL, GatewayAnswer
+from checkout.transactions import reading
+
+PAYMENT_CREATED = "payment_created"
+PAYMENT_PREFIX = "pay"
+# The card a payment is made with when the body names none: the gateway's success test card.
+DEFAULT_CARD = "4242424242424242"
+
+payments = table_of(Payment)
+
+
+class PaymentEvent(enum.StrEnum):
+    """What a payment records in the audit trail (the engine records the rest). The fault names are the
+    orders' own, so the gateway-fault counters count them too."""
+
+    PAYMENT_CREATED = "payment_created"
+    GATEWAY_CALLED = "gateway_called"
+    CHARGED = "charged"
+    DECLINED = "declined"
+    VOIDED = "voided"
+    GATEWAY_UNAVAILABLE = "gateway_unavailable"
+    ANSWER_LOST = "answer_lost"
+    ALREADY_FINAL = "already_final"
+    ALREADY_PAID = "already_paid"
+    RECONCILED = "reconciled"
+
+
+# --- the body ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ParsedPayment:
+    order_ref: str
+    amount: int
+    currency: str
+    card_number: str  # digits only; never stored, only handed to the gateway
+
+    def normalized(self) -> dict[str, Any]:
+        """What the fingerprint covers: the validated body, the card as digits, the default card filled in."""
+        return {
+            "orderId": self.order_ref,
+            "amount": self.amount,
+            "currency": self.currency,
+            "card_number": self.card_number,
+        }
+
+
+def _order_ref(raw: object) -> str:
+    if raw is None:
+        raise parsing.Invalid("is required: your own reference for the order, 1 to 64 visible ASCII characters")
+    found = parsing.purchase(raw)
+    assert found is not None
+    return found
+
+
+def _amount(raw: object) -> int:
+    if isinstance(raw, bool) or not isinstance(raw, int) or not 1 <= raw <= MAX_PAYMENT_AMOUNT:
+        raise parsing.Invalid(f"must be a whole number of minor units from 1 to {MAX_PAYMENT_AMOUNT:,}")
+    return raw
+
+
+def _currency(raw: object) -> str:
+    if not isinstance(raw, str) or raw not in PAYMENT_CURRENCIES:
+        raise parsing.Invalid("must be one of " + ", ".join(PAYMENT_CURRENCIES))
+    return raw
+
+
+def _card(raw: object) -> str:
+    return DEFAULT_CARD if raw is None else parsing.card_number(raw)
+
+
+def parse_payment(body: Any) -> tuple[ParsedPayment | None, dict[str, list[str]]]:
+    """The payment as sent, or the errors per field; nothing is read from the database."""
+    if not isinstance(body, dict):
+        return None, {"body": ["must be a JSON object"]}
+    errors: dict[str, list[str]] = {}
+    values: dict[str, Any] = {}
+    for name, field, parse in (
+        ("order_ref", "orderId", _order_ref),
+        ("amount", "amount", _amount),
+        ("currency", "currency", _currency),
+        ("card_number", "card_number", _card),
+    ):
+        try:
+            values[name] = parse(body.get(field))
+        except parsing.Invalid as error:
+            errors[field] = [str(error)]
+    return (None, errors) if errors else (ParsedPayment(**values), {})
+
+
+# --- payments as plain values ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PaymentView:
+    id: int
+    public_id: str
+    customer_id: int
+    idempotency_key: str
+    order_ref: str
+    gateway_key: str
+    amount: int
+    currency: str
+    status: str
+    card_last4: str
+    charge_id: str | None
+    created_at: datetime
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.public_id,
+            "order_id": self.order_ref,
+            "amount": self.amount,
+            "currency": self.currency,
+            "status": self.status,
+            "charge_id": self.charge_id,
+            "created_at": self.created_at.isoformat().replace("+00:00", "Z"),
+        }
+
+    @property
+    def location(self) -> str:
+        return f"/api/payments/{self.public_id}"
+
+
+_COLUMNS = [
+    payments.c.id,
+    payments.c.public_id,
+    payments.c.customer_id,
+    payments.c.idempotency_key,
+    payments.c.order_ref,
+    payments.c.gateway_key,
+    payments.c.amount,
+    payments.c.currency,
+    payments.c.status,
+    payments.c.card_last4,
+    payments.c.charge_id,
+    payments.c.created_at,
+]
+_END_PENDING = (
+    sa.update(payments)
+    .where(payments.c.id == sa.bindparam("_id"), payments.c.status == PAYMENT_PENDING)
+    .returning(*_COLUMNS)
+)
+
+
+def _view(row: Any) -> PaymentView:
+    return PaymentView(**{column.name: row._mapping[column] for column in _COLUMNS})
+
+
+def load(where: sa.ColumnElement[bool]) -> PaymentView | None:
+    row = db.session.execute(sa.select(*_COLUMNS).where(where)).first()
+    return _view(row) if row is not None else None
+
+
+def by_public_id(payment_public_id: str) -> PaymentView | None:
+    return load(payments.c.public_id == payment_public_id)
+
+
+def of_customer(customer_id: int, payment_public_id: str) -> PaymentView | None:
+    """One of this customer's payments (None for anyone else's: the same answer as for no payment)."""
+    return load(sa.and_(payments.c.public_id == payment_public_id, payments.c.customer_id == customer_id))
+
+
+def gateway_key_for(payment_public_id: str) -> str:
+    return f"charge-{payment_public_id}"
+
+
+@dataclass(frozen=True)
+class PaymentRequest:
+    customer_id: int
+    idempotency_key: str
+    payment: ParsedPayment
+
+
+def insert_pending(request: PaymentRequest) -> PaymentView | None:
+    """Insert the pending payment; None if a unique constraint refused it (this key's, or the order's)."""
+    payment_id = public_id(PAYMENT_PREFIX)
+    now = utcnow()
+    row = db.session.execute(
+        insert_ignoring_conflicts(payments, db.session).returning(*_COLUMNS),
+        {
+            "public_id": payment_id,
+            "customer_id": request.customer_id,
+            "idempotency_key": request.idempotency_key,
+            "order_ref": request.payment.order_ref,
+            "gateway_key": gateway_key_for(payment_id),
+            "amount": request.payment.amount,
+            "currency": request.payment.currency,
+            "status": PAYMENT_PENDING,
+            "card_last4": request.payment.card_number[-4:],
+            "created_at": now,
+            "updated_at": now,
+        },
+    ).first()
+    return _view(row) if row is not None else None
+
+
+def end_pending(payment: PaymentView, status: str, charge_id: str | None) -> PaymentView | None:
+    """Move a pending payment to its outcome; None if it was no longer pending (someone else ended it first)."""
+    row = db.session.execute(
+        _END_PENDING, {"_id": payment.id, "status": status, "charge_id": charge_id, "updated_at": utcnow()}
+    ).first()
+    return replace(payment, status=row.status, charge_id=row.charge_id) if row is not None else None
+
+
+_ENDS = {"succeeded": PAYMENT_SUCCEEDED, "declined": PAYMENT_DECLINED, "voided": PAYMENT_FAILED}
+_ENDED = {
+    PAYMENT_SUCCEEDED: PaymentEvent.CHARGED,
+    PAYMENT_DECLINED: PaymentEvent.DECLINED,
+    PAYMENT_FAILED: PaymentEvent.VOIDED,
+}
+
+
+def settle(payment: PaymentView, answer: GatewayAnswer, note: Callable[..., None]) -> PaymentView:
+    """End a pending payment as the gateway answered, in the current unit of work; the payment as it is now.
+
+    The first to know (the worker, reconcile, the webhook) ends it; the others change nothing.
+    """
+    status = _ENDS.get(answer.status)
+    charge_id = answer.charge_id if status != PAYMENT_FAILED else None
+    ended = end_pending(payment, status, charge_id) if status else None
+    if ended is None:
+        now = by_public_id(payment.public_id)  # already final: it is what it is
+        assert now is not None
+        return now
+    note(_ENDED[ended.status], payment_id=ended.public_id, charge_id=ended.charge_id)
+    return ended
+
+
+# --- answers ---------------------------------------------------------------------------------
+
+
+class PaymentResponder(Protocol):
+    def paid(self, payment: PaymentView) -> StoredResponse: ...
+
+    def declined(self, payment: PaymentView) -> StoredResponse: ...
+
+    def abandoned(self, payment: PaymentView) -> StoredResponse: ...
+
+    def already_paid(self, payment: PaymentView) -> StoredResponse: ...
+
+    def paying_elsewhere(self, payment: PaymentView | None) -> StoredResponse: ...
+
+    def in_progress(self, payment: PaymentView) -> StoredResponse: ...
+
+    def key_reused(self) -> StoredResponse: ...
+
+
+def answer_for(payment: PaymentView, respond: PaymentResponder) -> StoredResponse:
+    """The endpoint's answer for a payment that already has its outcome."""
+    if payment.status == PAYMENT_SUCCEEDED:
+        return respond.paid(payment)
+    if payment.status == PAYMENT_DECLINED:
+        return respond.declined(payment)
+    if payment.status == PAYMENT_FAILED:
+        return respond.abandoned(payment)
+    raise ValueError(f"payment {payment.public_id} has no outcome yet ({payment.status})")
+
+
+# --- the phases ------------------------------------------------------------------------------
+
+# Of two claims racing for one order, the loser may find the winner ended (declined) between its
+# refused INSERT and its look: it tries again, a few times at most.
+INSERT_ATTEMPTS = 3
+
+
+class PlacePayment:
+    """The phases of one payment; ``phases()`` is what the idempotency engine runs."""
+
+    def __init__(self, request: PaymentRequest, respond: PaymentResponder, gateway: Gateway) -> None:
+        self.request = request
+        self.respond = respond
+        self.gateway = gateway
+        self.payment: PaymentView | None = None
+
+    def phases(self) -> dict[str, Phase]:
+        return {
+            STARTED: Phase(commit=self.create_payment),
+            PAYMENT_CREATED: Phase(call=self.charge, commit=self.record_answer),
+        }
+
+    # -- started: inside the claim's transaction ------------------------------------------
+
+    def create_payment(self, operation: Operation, _nothing: None) -> Step:
+        request = self.request
+        for _attempt in range(INSERT_ATTEMPTS):
+            created = insert_pending(request)
+            if created is not None:
+                operation.reference = created.public_id
+                operation.note(PaymentEvent.PAYMENT_CREATED, payment_id=created.public_id, order_ref=created.order_ref)
+                # Written in the transaction that precedes the call: the worker named here makes it next.
+                operation.note(
+                    PaymentEvent.GATEWAY_CALLED, payment_id=created.public_id, gateway_key=created.gateway_key
+                )
+                self.payment = created
+                return MoveTo(PAYMENT_CREATED)
+            mine = load(
+                sa.and_(
+                    payments.c.customer_id == request.customer_id,
+                    payments.c.idempotency_key == request.idempotency_key,
+                )
+            )
+            if mine is not None:
+                return self._made_by_this_key(operation, mine)
+            holder = load(
+                sa.and_(
+                    payments.c.customer_id == request.customer_id,
+                    payments.c.order_ref == request.payment.order_ref,
+                    payments.c.status.in_(PAYMENT_HOLDS_ORDER),
+                )
+            )
+            if holder is None:
+                continue  # the holder was declined since our INSERT: the order is free again
+            operation.reference = holder.public_id
+            if holder.status == PAYMENT_SUCCEEDED:
+                # Final: the order is paid, and stays paid. Stored under this key and replayed.
+                operation.note(PaymentEvent.ALREADY_PAID, payment_id=holder.public_id, order_ref=holder.order_ref)
+                return Complete(self.respond.already_paid(holder))
+            # Another key is paying this order right now. Not stored: if it is declined, this key may pay.
+            raise Refuse(self.respond.paying_elsewhere(holder))
+        raise Refuse(self.respond.paying_elsewhere(None))  # the order changed hands under us, again and again
+
+    def _made_by_this_key(self, operation: Operation, mine: PaymentView) -> Step:
+        """The payment this key made before its record was purged: its answer (a late retry)."""
+        asked = self.request.payment
+        if (mine.order_ref, mine.amount, mine.currency) != (asked.order_ref, asked.amount, asked.currency):
+            raise Refuse(self.respond.key_reused())
+        operation.reference = mine.public_id
+        if mine.status == PAYMENT_PENDING:
+            raise Refuse(self.respond.in_progress(mine))
+        operation.note(PaymentEvent.ALREADY_FINAL, payment_id=mine.public_id, status=mine.status)
+        return Complete(answer_for(mine, self.respond))
+
+    # -- payment_created: the gateway, with no transaction open, then one transaction ---------
+
+    def _payment(self, operation: Operation) -> PaymentView:
+        if self.payment is None and operation.reference is not None:
+            with reading():  # resumed: read the payment, and end the read before the gateway call
+                self.payment = by_public_id(operation.reference)
+        if self.payment is None:
+            raise RuntimeError(f"recovery point {operation.recovery_point} but no payment")
+        return self.payment
+
+    def charge(self, operation: Operation) -> GatewayAnswer:
+        payment = self._payment(operation)
+        if payment.status != PAYMENT_PENDING:
+            return ALREADY_FINAL  # finished meanwhile (reconcile, or the gateway's webhook)
+        return charge(self.gateway, payment, self.request.payment.card_number)
+
+    def record_answer(self, operation: Operation, answer: GatewayAnswer) -> Step:
+        return Complete(answer_for(settle(self._payment(operation), answer, operation.note), self.respond))
+
+
+def charge(gateway: Gateway, payment: PaymentView, card_number: str) -> GatewayAnswer:
+    """Ask the gateway to charge (no transaction may be open): the payment's own gateway key, every time."""
+    try:
+        charged = gateway.charge(
+            gateway_key=payment.gateway_key,
+            amount_cents=payment.amount,
+            currency=payment.currency,
+            card_number=card_number,
+            reference=payment.public_id,
+        )
+    except CardDeclined as declined:
+        return GatewayAnswer.of(declined.charge)
+    except KeyVoided:
+        return GatewayAnswer("voided")
+    except GatewayUnavailable as unavailable:
+        raise RetryLater(
+            N_("the payment gateway is unavailable; nothing was charged"),
+            event=PaymentEvent.GATEWAY_UNAVAILABLE,
+            payment_id=payment.public_id,
+        ) from unavailable
+    except GatewayTimeout as timeout:
+        raise RetryLater(
+            N_("the payment gateway did not answer in time"),
+            event=PaymentEvent.ANSWER_LOST,
+            payment_id=payment.public_id,
+        ) from timeout
+    return GatewayAnswer.of(charged)
+
+
+def fence(gateway: Gateway, payment: PaymentView) -> GatewayAnswer:
+    """Void the payment's gateway key unless a charge already stands under it (reconcile, before it decides)."""
+    return GatewayAnswer.of(gateway.void(gateway_key=payment.gateway_key, reference=payment.public_id))
