@@ -109,6 +109,7 @@ def register_lab_blueprints(app: Flask) -> None:
     from checkout.lab.mailbox import bp as mailbox_bp
     from checkout.lab.mistakes.views import bp as mistakes_bp
     from checkout.lab.reconciliation import bp as reconciliation_bp
+    from checkout.lab.requests import bp as requests_bp
     from checkout.lab.servers import register_server_name
     from checkout.lab.stores import api_bp as redis_store_api_bp
     from checkout.lab.stores import bp as redis_store_bp
@@ -116,7 +117,7 @@ def register_lab_blueprints(app: Flask) -> None:
     from checkout.lab.views import bp as lab_bp
 
     lab = (lab_bp, unsafe_bp, mailbox_bp, legacy_gateway_bp, redis_store_api_bp, redis_store_bp, reconciliation_bp)
-    for blueprint in (*lab, mistakes_bp):
+    for blueprint in (*lab, mistakes_bp, requests_bp):
         app.register_blueprint(blueprint)
     register_server_name(app)  # behind a proxy, the lab's timeline says which server took each step
 

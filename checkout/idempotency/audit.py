@@ -8,16 +8,24 @@ commit with the change they describe, or vanish with it.
 Whoever wants to know what happened (the app's metrics and its log lines; the
 engine knows neither) subscribes with ``on_committed``: it is told each unit's
 events once that unit has committed, never the events of a rolled-back one.
+
+An event noted while an HTTP request is served carries that request's tag
+(``detail["request"]``, random, one per request): a request notes "received"
+once and then its own steps, and the tag tells them apart from the steps of a
+duplicate that raced it (the lab's ``/api/lab/requests``, a support question).
 """
 
 from __future__ import annotations
 
 import enum
 import os
+import secrets
 import socket
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from flask import has_request_context
+from flask import request as http_request
 from sqlalchemy import event, insert
 from sqlalchemy.orm import Session
 
@@ -44,8 +52,24 @@ def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+REQUEST_TAG = "request"  # the detail naming the HTTP request that took a step
+_ENVIRON_TAG = "checkout.audit.request"
+
+
+def request_tag() -> str | None:
+    """The tag of the HTTP request being served, made at its first event (None outside a request)."""
+    if not has_request_context():
+        return None
+    environ = http_request.environ
+    tag = environ.get(_ENVIRON_TAG)
+    if tag is None:
+        tag = environ[_ENVIRON_TAG] = secrets.token_hex(6)
+    return str(tag)
+
+
 def note(scope: Scope, name: enum.StrEnum, **detail: Any) -> None:
-    """Add an audit event to the current unit of work."""
+    """Add an audit event to the current unit of work (tagged with the HTTP request, if there is one)."""
+    detail.setdefault(REQUEST_TAG, request_tag())
     session = db.session()
     session.info.setdefault(_PENDING, []).append(
         {

@@ -1,0 +1,126 @@
+"""GET /api/lab/requests?key=K: the requests the shop received under a key, oldest first, each with the
+status it was answered and whether that was a replay (for QA: how many submits reached the shop)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+
+from checkout.extensions import db
+from checkout.shop.responders import API_PAYMENTS
+from tests.conftest import LiveServer, make_app
+from tests.helpers import (
+    ALICE,
+    BOB,
+    SLOW_CARD,
+    UNAVAILABLE_CARD,
+    Ledger,
+    add_to_cart,
+    checkout_fields,
+    order_body,
+    pay_in_browser,
+    post_order,
+    wait_for,
+)
+from tests.http import post_json, send
+from tests.payments import new_key, payment_body, payments_of, post_payment
+
+
+def requests_of(client: FlaskClient, key: str) -> list[dict[str, Any]]:
+    response = client.get("/api/lab/requests", query_string={"key": key})
+    assert response.status_code == 200 and response.mimetype == "application/json"
+    found: list[dict[str, Any]] = response.get_json()
+    return found
+
+
+def answers(found: list[dict[str, Any]]) -> list[tuple[str, str, int | None, bool]]:
+    return [(r["endpoint"], r["customer"], r["status"], r["replayed"]) for r in found]
+
+
+def test_every_request_under_a_key_is_listed_oldest_first_on_every_endpoint(client: FlaskClient) -> None:
+    key, body = new_key(), payment_body()
+    post_payment(client, key, body)
+    post_payment(client, key, body)  # a replay
+    post_payment(client, key, {**body, "amount": 1})  # the key reused with another body
+    post_order(client, key, order_body())  # the same key string on another endpoint
+    post_payment(client, key, body, headers=BOB)  # and from another customer
+    found = requests_of(client, key)
+    assert answers(found) == [
+        (API_PAYMENTS, "cus_demo_alice", 201, False),
+        (API_PAYMENTS, "cus_demo_alice", 201, True),
+        (API_PAYMENTS, "cus_demo_alice", 422, False),
+        ("POST /api/orders", "cus_demo_alice", 201, False),
+        (API_PAYMENTS, "cus_demo_bob", 201, False),
+    ]
+    assert [r["received_at"] for r in found] == sorted(r["received_at"] for r in found)
+    assert all(set(r) == {"endpoint", "customer", "received_at", "status", "replayed"} for r in found)
+
+
+def test_a_503_and_the_retry_that_resumed_it_are_two_requests(client: FlaskClient) -> None:
+    key, body = new_key(), payment_body(card=UNAVAILABLE_CARD)
+    assert post_payment(client, key, body).status_code == 503
+    assert post_payment(client, key, body).status_code == 201
+    assert [(r["status"], r["replayed"]) for r in requests_of(client, key)] == [(503, False), (201, False)]
+
+
+@pytest.mark.slow
+def test_a_duplicate_that_arrived_while_the_first_ran_is_told_apart_from_it(
+    app: Flask, live_server: LiveServer, ledger: Ledger
+) -> None:
+    """The first request's steps and the duplicate's interleave in the trail; each request's tag keeps them apart."""
+    key, body, url = new_key(), payment_body(card=SLOW_CARD), f"{live_server.url}/api/payments"
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        first = pool.submit(post_json, url, body, {**ALICE, "Idempotency-Key": key})
+        wait_for(lambda: payments_of(ledger))  # the first is at the gateway
+        duplicate = post_json(url, body, {**ALICE, "Idempotency-Key": key})
+        assert (first.result(timeout=30).status, duplicate.status) == (201, 409)
+    replay = post_json(url, body, {**ALICE, "Idempotency-Key": key})
+    assert replay.status == 201
+    listed = send("GET", f"{live_server.url}/api/lab/requests?key={key}").json()
+    assert [(r["status"], r["replayed"]) for r in listed] == [(201, False), (409, False), (201, True)]
+    assert live_server.post_count("/api/payments") == len(listed)
+
+
+def test_a_double_submit_of_the_browser_checkout_is_two_requests_one_replayed(client: FlaskClient) -> None:
+    add_to_cart(client)
+    fields = checkout_fields(client)
+    assert pay_in_browser(client, fields).status_code == 303
+    assert pay_in_browser(client, fields).status_code == 303
+    found = requests_of(client, fields["idempotency_key"])
+    assert [(r["endpoint"], r["status"], r["replayed"]) for r in found] == [
+        ("POST /checkout", 303, False),
+        ("POST /checkout", 303, True),
+    ]
+
+
+def test_a_request_refused_before_its_key_was_claimed_is_not_listed(client: FlaskClient) -> None:
+    key = new_key()
+    assert post_payment(client, key, payment_body(amount=0)).status_code == 422  # nothing happened under the key
+    assert requests_of(client, key) == []
+    assert requests_of(client, "never-used-key-0001") == []
+
+
+def test_without_a_key_it_is_400(client: FlaskClient) -> None:
+    response = client.get("/api/lab/requests")
+    assert response.status_code == 400 and response.mimetype == "application/problem+json"
+
+
+@pytest.fixture
+def lab_off(database_url: str, tmp_path: Any) -> Iterator[Flask]:
+    app = make_app(database_url, str(tmp_path / "lab-off"), CHECKOUT_LAB=False)
+    yield app
+    with app.app_context():
+        db.session.remove()
+        db.engine.dispose()
+
+
+def test_with_the_lab_off_it_does_not_exist(client: FlaskClient, lab_off: Flask) -> None:
+    key = new_key()
+    post_payment(client, key, payment_body())
+    assert lab_off.test_client().get("/api/lab/requests", query_string={"key": key}).status_code == 404
+    assert client.get("/api/lab/requests", query_string={"key": key}).status_code == 200
