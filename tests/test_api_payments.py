@@ -611,3 +611,9 @@ def test_the_openapi_document_describes_the_payment_routes_every_answer_and_the_
     text = str(document)
     for sent in ("order-already-paid", "order-payment-in-progress", "card-declined", "payment-unconfirmed"):
         assert f"`{sent}`" in text, sent
+
+
+def test_the_reconciliation_report_accounts_for_a_payments_charge(client: FlaskClient, runner: FlaskCliRunner) -> None:
+    assert post_payment(client, new_key(), payment_body()).status_code == 201
+    result = runner.invoke(args=["gateway", "reconcile-report"])
+    assert result.exit_code == 0, result.output

@@ -31,7 +31,7 @@ from checkout.extensions import db
 from checkout.gateway import SUCCEEDED, GatewayCharge
 from checkout.i18n import N_, _, ngettext
 from checkout.shop.labels import status_label
-from checkout.shop.models import WAS_PAID, Order
+from checkout.shop.models import PAYMENT_SUCCEEDED, WAS_PAID, Order, Payment
 from checkout.shop.money import format_money
 
 # The kinds are identifiers too (the CLI prints them in English); the lab page shows them translated.
@@ -147,13 +147,18 @@ def _succeeded_charges() -> tuple[int, list[Discrepancy]]:
             GatewayCharge.currency,
             Order.status,
             Order.charge_id,
+            Payment.status.label("payment_status"),
+            Payment.charge_id.label("payment_charge_id"),
         )
         .outerjoin(Order, Order.public_id == GatewayCharge.reference)
+        .outerjoin(Payment, Payment.public_id == GatewayCharge.reference)
         .where(GatewayCharge.status == SUCCEEDED)
         .order_by(GatewayCharge.created_at, GatewayCharge.id)
     ).all()
     found: list[Discrepancy] = []
     for row in rows:
+        if row.payment_status == PAYMENT_SUCCEEDED and row.payment_charge_id == row.id:
+            continue  # a payment of POST /api/payments (its reference) that records this charge
         took = _money(row.amount_cents, row.currency)
         if row.status is None:
             detail = _("the shop has no order %(order)s; it took %(took)s", order=row.reference, took=took)
