@@ -62,6 +62,7 @@ TIMED = {
     "/checkout": "POST /checkout",
     "/api/orders/<order_id>/refunds": "POST /api/orders/<order_id>/refunds",
     "/orders/<order_id>/refunds": "POST /orders/<order_id>/refunds",
+    "/api/payments": "POST /api/payments",
 }
 FAULTS = {"gateway_unavailable": "unavailable", "answer_lost": "answer_lost"}
 

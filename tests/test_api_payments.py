@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from flask import Flask
 from flask.testing import FlaskClient, FlaskCliRunner
 from openapi_spec_validator import validate
+from prometheus_client import REGISTRY
 
 from checkout.extensions import db
 from checkout.idempotency import STARTED, MoveTo, Operation, Phase, Scope, Settings, begin
@@ -617,3 +618,14 @@ def test_the_reconciliation_report_accounts_for_a_payments_charge(client: FlaskC
     assert post_payment(client, new_key(), payment_body()).status_code == 201
     result = runner.invoke(args=["gateway", "reconcile-report"])
     assert result.exit_code == 0, result.output
+
+
+def test_a_payment_is_counted_and_timed_under_its_own_endpoint(client: FlaskClient) -> None:
+    labels = {"endpoint": API_PAYMENTS}
+    names = ("checkout_claims_total", "checkout_replays_total", "checkout_latency_seconds_count")
+    before = [REGISTRY.get_sample_value(name, labels) or 0.0 for name in names]
+    key, body = new_key(), payment_body()
+    post_payment(client, key, body)
+    post_payment(client, key, body)
+    after = [REGISTRY.get_sample_value(name, labels) or 0.0 for name in names]
+    assert [a - b for a, b in zip(after, before, strict=True)] == [1, 1, 2]
