@@ -11,6 +11,8 @@ import pytest
 import sqlalchemy as sa
 from flask import Flask
 from flask.testing import FlaskClient, FlaskCliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from openapi_spec_validator import validate
 from prometheus_client import REGISTRY
 
@@ -34,6 +36,7 @@ from tests.helpers import (
     post_order,
     race,
     signed_post,
+    table_counts,
     wait_for,
 )
 from tests.http import post_json, raw_request
@@ -629,3 +632,38 @@ def test_a_payment_is_counted_and_timed_under_its_own_endpoint(client: FlaskClie
     post_payment(client, key, body)
     after = [REGISTRY.get_sample_value(name, labels) or 0.0 for name in names]
     assert [a - b for a, b in zip(after, before, strict=True)] == [1, 1, 2]
+
+
+any_text = st.text(st.characters(exclude_categories=()), max_size=70)
+any_value = st.recursive(
+    st.none() | st.booleans() | st.integers(-(10**12), 10**12) | st.floats() | any_text,
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(any_text, children, max_size=3),
+    max_leaves=8,
+)
+payment_bodies = st.one_of(
+    any_value,
+    st.fixed_dictionaries(
+        {
+            "orderId": st.one_of(any_text, any_value),
+            "amount": st.one_of(st.integers(-5, 1_000_000_005), any_value),
+            "currency": st.one_of(st.sampled_from(["UAH", "USD", "EUR", "uah"]), any_value),
+        },
+        optional={"card_number": st.one_of(st.sampled_from(["4242 4242 4242 4242", "4000 0000 0000 0002"]), any_text)},
+    ),
+)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=payment_bodies, key=st.one_of(st.none(), st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E))))
+def test_no_payment_body_or_key_gets_a_5xx_and_a_refusal_writes_nothing(
+    app: Flask, client: FlaskClient, body: object, key: str | None
+) -> None:
+    headers = {**ALICE, **({"Idempotency-Key": key} if key is not None else {})}
+    before = table_counts(app)
+    data = json.dumps(body).encode("utf-8", "surrogatepass")
+    response = client.post("/api/payments", data=data, content_type="application/json", headers=headers)
+    assert response.status_code < 500, response.get_data(as_text=True)[:300]
+    if response.status_code >= 400:
+        assert response.mimetype == "application/problem+json"
+    if response.status_code in (400, 413, 415) or (response.get_json() or {}).get("type") == "validation-error":
+        assert table_counts(app) == before
