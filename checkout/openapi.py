@@ -59,6 +59,8 @@ UNAUTHORIZED = _problem("No token, or not a known one.", "unauthorized", headers
 TOO_MANY = _problem("Too many requests from this client (`CHECKOUT_RATE_LIMIT`).", "too-many-requests",
                     headers=("Retry-After",))  # fmt: skip
 NOT_FOUND = _problem("No such resource for this customer.", "not-found")
+# Every route: a query parameter holding a NUL is refused before any view (checkout.security): no database stores one.
+BAD_QUERY = _problem("A query parameter holds a NUL character. Nothing was read or written.", "bad-request")
 BODY_ERRORS = {
     "413": _problem("The body is over 64 KiB.", "payload-too-large"),
     "415": _problem("The body is not `application/json`.", "unsupported-media-type"),
@@ -173,6 +175,7 @@ def document(*, production: bool = False) -> dict[str, Any]:
                     "security": [],
                     "responses": {
                         "200": _json("The products.", {"type": "array", "items": _ref("schemas", "Product")}),
+                        "400": BAD_QUERY,
                         "429": TOO_MANY,
                     },
                 }
@@ -194,6 +197,7 @@ def document(*, production: bool = False) -> dict[str, Any]:
                     ],
                     "responses": {
                         "200": _json("The orders.", {"type": "array", "items": _ref("schemas", "Order")}),
+                        "400": BAD_QUERY,
                         "401": UNAUTHORIZED,
                         "429": TOO_MANY,
                     },
@@ -247,6 +251,7 @@ def document(*, production: bool = False) -> dict[str, Any]:
                     "parameters": [order_id],
                     "responses": {
                         "200": _json("The order.", _ref("schemas", "Order")),
+                        "400": BAD_QUERY,
                         "401": UNAUTHORIZED,
                         "404": NOT_FOUND,
                         "429": TOO_MANY,
@@ -302,6 +307,7 @@ def document(*, production: bool = False) -> dict[str, Any]:
                     ],
                     "responses": {
                         "200": _json("The refund.", _ref("schemas", "Refund")),
+                        "400": BAD_QUERY,
                         "401": UNAUTHORIZED,
                         "404": NOT_FOUND,
                         "429": TOO_MANY,
@@ -362,6 +368,7 @@ def document(*, production: bool = False) -> dict[str, Any]:
                     ],
                     "responses": {
                         "200": _json("The payment.", _ref("schemas", "Payment")),
+                        "400": BAD_QUERY,
                         "401": UNAUTHORIZED,
                         "404": NOT_FOUND,
                         "429": TOO_MANY,
