@@ -160,7 +160,10 @@ def _split(address: str) -> tuple[str, int]:
 
 
 def port_is_free(address: str) -> bool:
+    """Nobody listens there. (SO_REUSEADDR, as nginx and gunicorn bind: the TIME_WAIT connections a server
+    just stopped leaves behind do not count.)"""
     with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind(_split(address))
         except OSError:
