@@ -226,3 +226,27 @@ def test_an_api_client_behind_the_proxy_gets_409_from_the_other_server_then_its_
     assert first.status == 409
     assert result.status == 201 and result.headers.get("Idempotent-Replayed") == "true"
     assert result.attempts[0].status == 409
+
+
+def test_an_api_client_that_waits_longer_than_the_proxy_gets_a_problem_504_and_its_retry_the_order(
+    app: Flask, database_url: str, folder: Path, ledger: Ledger
+) -> None:
+    """Prefer: wait=10: the other server waits for the first attempt, longer than nginx waits for it."""
+    key = str(uuid.uuid4())
+    body, headers = order_body(card=SLOW_CARD), {**ALICE, "Idempotency-Key": key, "Prefer": "wait=10"}
+    with proxied_shop(database_url, folder) as shop:
+        first = post_json(f"{shop.url}/api/orders", body, headers)
+        retry = post_json(f"{shop.url}/api/orders", body, headers)  # at once, with the same key
+        timed_out = shop.proxy.requests("POST /api/orders")[0]
+    print(
+        f"[{BACKEND}] Prefer: wait=10 through nginx: {first.status} {first.headers.get('Content-Type')} "
+        f"(nginx: {list(timed_out.statuses)}), then {retry.status}"
+    )
+    orders, charges = ledger.orders(), ledger.succeeded_charges()
+    assert len(orders) == 1 and len(charges) == 1, f"{len(orders)} orders, {len(charges)} charges"
+    assert timed_out.statuses == ("504", "504")  # neither server answered within nginx's 1 s
+    assert first.status == 504
+    assert first.headers["Content-Type"] == "application/problem+json"  # the proxy's own error, as the API's are
+    assert first.json()["type"] == "gateway-timeout"
+    assert retry.status == 201 and retry.headers.get("Idempotent-Replayed") == "true"
+    assert retry.json()["charge_id"] == charges[0].id
