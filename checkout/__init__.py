@@ -49,8 +49,8 @@ def create_app(config: Mapping[str, Any] | None = None, *, instance_path: str | 
     from checkout.gateway import Gateway
     from checkout.gateway import models as _gateway_models  # noqa: F401
     from checkout.idempotency import models as _idempotency_models  # noqa: F401
+    from checkout.lab import servers as _lab_servers  # noqa: F401  (the lab_workers table)
     from checkout.lab.mistakes import models as _mistake_models  # noqa: F401
-    from checkout.lab.servers import LabWorker as _lab_workers  # noqa: F401
     from checkout.mail import models as _mail_models  # noqa: F401
     from checkout.shop import models as _shop_models  # noqa: F401
 
