@@ -218,6 +218,13 @@ def document(*, production: bool = False) -> dict[str, Any]:
                             _ref("schemas", "Order"),
                             headers=("Location", "Idempotent-Replayed", "Preference-Applied"),
                         ),
+                        "202": _json(
+                            "Accepted, as `Prefer: respond-async` asked: the order is still being paid, or its "
+                            "outcome is not known yet (where the answer would be 409 or 503). Nothing is stored; "
+                            "poll `Location`, which shows `pending` until the outcome.",
+                            _ref("schemas", "Order"),
+                            headers=("Location", "Retry-After", "Preference-Applied"),
+                        ),
                         "402": _problem(
                             "Declined, or abandoned and ended by reconcile. A final outcome: stored and replayed.",
                             "card-declined",
@@ -335,6 +342,13 @@ def document(*, production: bool = False) -> dict[str, Any]:
                             _ref("schemas", "Payment"),
                             headers=("Location", "Idempotent-Replayed", "Preference-Applied"),
                         ),
+                        "202": _json(
+                            "Accepted, as `Prefer: respond-async` asked: the payment is still in progress, or its "
+                            "outcome is not known yet (where the answer would be 409 or 503). Nothing is stored; "
+                            "poll `Location`, which shows `pending` until the outcome.",
+                            _ref("schemas", "Payment"),
+                            headers=("Location", "Retry-After", "Preference-Applied"),
+                        ),
                         "402": _problem(
                             "Declined, or abandoned and ended by reconcile. A final outcome: stored and replayed; "
                             "the order may be paid with a new key.",
@@ -438,8 +452,10 @@ def document(*, production: bool = False) -> dict[str, Any]:
                     "name": "Prefer",
                     "in": "header",
                     "required": False,
-                    "description": "`wait=N` (RFC 7240): if the key is in progress, wait up to min(N, 10) seconds "
-                    "for its outcome before answering 409.",
+                    "description": "RFC 7240. `wait=N`: if the key is in progress, wait up to min(N, 10) seconds "
+                    "for its outcome before answering 409. `respond-async` (POST /api/orders and POST "
+                    "/api/payments): where the answer would be 409 or 503, answer 202 Accepted with the "
+                    "`Location` of the order or payment instead. Both may be sent: `respond-async, wait=5`.",
                     "schema": {"type": "string"},
                 },
                 "OrderId": {"name": "order_id", "in": "path", "required": True, "schema": {"type": "string"}},
@@ -455,7 +471,7 @@ def document(*, production: bool = False) -> dict[str, Any]:
                     "schema": {"type": "string", "pattern": "^[0-9]+$"},
                 },
                 "Preference-Applied": {
-                    "description": "Echoes the `Prefer: wait` that was honoured.",
+                    "description": "The preferences honoured: `respond-async`, `wait=N`, or both.",
                     "schema": {"type": "string"},
                 },
                 "WWW-Authenticate": {"schema": {"type": "string"}},

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import sqlalchemy as sa
@@ -121,16 +122,69 @@ def _idempotency_key() -> tuple[str, Response | None]:
         return "", problem(400, "Invalid Idempotency-Key", str(error), type_="invalid-idempotency-key")
 
 
+# What an operation in progress made, for ``Prefer: respond-async``: its URL and its JSON now.
+Resource = Callable[[str], tuple[str, dict[str, Any]] | None]
+
+
 def _run(
-    scope: Scope, request_fingerprint: str, phases: dict[str, Phase], reference_name: str = "order_id"
+    scope: Scope,
+    request_fingerprint: str,
+    phases: dict[str, Phase],
+    reference_name: str = "order_id",
+    resource: Resource | None = None,
 ) -> Response:
-    """Run an endpoint's phases once per key, waiting as ``Prefer: wait`` asks, and answer the outcome."""
+    """Run an endpoint's phases once per key, waiting as ``Prefer: wait`` asks, and answer the outcome.
+
+    With ``Prefer: respond-async`` (RFC 7240) and a ``resource``, an operation still in progress or
+    with an unknown outcome is answered 202 Accepted with the ``Location`` of what it made, which
+    shows ``pending`` until the outcome, instead of a 409 or a 503.
+    """
     wait = preferred_wait()
     outcome = run(scope, request_fingerprint, phases, settings=idempotency_settings(), wait_seconds=wait)
-    response = answer(outcome, scope.key, reference_name)
-    if wait:
-        response.headers["Preference-Applied"] = f"wait={wait}"
+    applied = [f"wait={wait}"] if wait else []
+    response = None
+    if resource is not None and prefers_async() and isinstance(outcome, InProgress | Unfinished) and outcome.reference:
+        response = _accepted(resource, outcome.reference, outcome.retry_after)
+        if response is not None:
+            applied.insert(0, "respond-async")
+    if response is None:
+        response = answer(outcome, scope.key, reference_name)
+    if applied:
+        response.headers["Preference-Applied"] = ", ".join(applied)
     return response
+
+
+def _accepted(resource: Resource, reference: str, retry_after: int) -> Response | None:
+    found = resource(reference)
+    if found is None:
+        return None
+    location, body = found
+    response = _json(body, 202)
+    response.headers["Location"] = location
+    response.headers["Retry-After"] = str(retry_after)
+    return response
+
+
+def prefers_async() -> bool:
+    """``Prefer: respond-async``: the client would rather poll than wait or be told 409 or 503."""
+    preferences = request.headers.get("Prefer", "").replace(";", ",").split(",")
+    return any(token.strip().lower() == "respond-async" for token in preferences)
+
+
+def _order_resource(customer_id: int) -> Resource:
+    def find(public_id: str) -> tuple[str, dict[str, Any]] | None:
+        order = order_of(customer_id, public_id)
+        return (f"/api/orders/{public_id}", view_of(order).to_json()) if order is not None else None
+
+    return find
+
+
+def _payment_resource(customer_id: int) -> Resource:
+    def find(public_id: str) -> tuple[str, dict[str, Any]] | None:
+        payment = payments.of_customer(customer_id, public_id)
+        return (f"/api/payments/{public_id}", payment.to_json()) if payment is not None else None
+
+    return find
 
 
 def preferred_wait() -> int:
@@ -181,6 +235,7 @@ def create_order() -> Response:
         Scope(customer.public_id, API_ENDPOINT, key),
         api_fingerprint(parsed),
         PlaceOrder(order_request, ApiResponder(), gateway()).phases(),
+        resource=_order_resource(customer.id),
     )
 
 
@@ -307,6 +362,7 @@ def create_payment() -> Response:
         api_fingerprint(parsed, API_PAYMENTS),
         PlacePayment(PaymentRequest(customer.id, key, parsed), ApiPaymentResponder(), gateway()).phases(),
         reference_name="payment_id",
+        resource=_payment_resource(customer.id),
     )
 
 

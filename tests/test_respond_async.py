@@ -1,0 +1,86 @@
+"""``Prefer: respond-async`` (RFC 7240) on POST /api/orders and POST /api/payments: where the answer would be
+409 (in progress) or 503 (outcome unknown), it is 202 Accepted with the Location of the order or payment,
+Retry-After and Preference-Applied; that resource shows ``pending`` until the outcome, then the final one."""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from typing import Any
+
+from flask.testing import FlaskClient
+
+from tests.conftest import LiveServer
+from tests.helpers import ALICE, SLOW_CARD, UNAVAILABLE_CARD, Ledger, order_body, post_order, wait_for
+from tests.http import post_json, send
+from tests.payments import payment_body, post_payment
+
+ASYNC = {"Prefer": "respond-async"}
+
+
+def test_an_order_whose_outcome_is_unknown_is_202_with_its_location_instead_of_503(
+    client: FlaskClient, ledger: Ledger
+) -> None:
+    key = str(uuid.uuid4())
+    accepted = post_order(client, key, order_body(card=UNAVAILABLE_CARD), headers=ASYNC)
+    assert accepted.status_code == 202
+    assert accepted.headers["Preference-Applied"] == "respond-async"
+    assert int(accepted.headers["Retry-After"]) >= 1
+    [order] = ledger.orders()
+    assert accepted.headers["Location"] == f"/api/orders/{order.public_id}"
+    assert accepted.get_json()["status"] == "pending" and accepted.get_json()["id"] == order.public_id
+    assert client.get(accepted.headers["Location"], headers=ALICE).get_json()["status"] == "pending"
+    done = post_order(client, key, order_body(card=UNAVAILABLE_CARD), headers=ASYNC)  # the retry resumes
+    assert done.status_code == 201 and "Preference-Applied" not in done.headers  # a final answer needs no async
+    assert client.get(accepted.headers["Location"], headers=ALICE).get_json()["status"] == "paid"
+    assert len(ledger.succeeded_charges()) == 1
+
+
+def test_without_the_preference_the_unknown_outcome_is_still_503(client: FlaskClient) -> None:
+    assert post_order(client, str(uuid.uuid4()), order_body(card=UNAVAILABLE_CARD)).status_code == 503
+
+
+def test_a_duplicate_of_an_order_in_progress_is_202_with_its_location_instead_of_409(
+    live_server: LiveServer, ledger: Ledger
+) -> None:
+    key = str(uuid.uuid4())
+    url = f"{live_server.url}/api/orders"
+    first: list[Any] = []
+    thread = threading.Thread(
+        target=lambda: first.append(post_json(url, order_body(card=SLOW_CARD), {**ALICE, "Idempotency-Key": key}))
+    )
+    thread.start()
+    wait_for(lambda: ledger.worker_of("gateway_called"))  # the first is at the (slow) gateway
+    duplicate = post_json(url, order_body(card=SLOW_CARD), {**ALICE, "Idempotency-Key": key, **ASYNC})
+    thread.join()
+    assert duplicate.status == 202
+    assert duplicate.headers["Preference-Applied"] == "respond-async"
+    assert int(duplicate.headers["Retry-After"]) >= 1
+    order_id = json.loads(first[0].body)["id"]
+    assert duplicate.headers["Location"] == f"/api/orders/{order_id}"
+    assert json.loads(duplicate.body)["status"] == "pending"
+    after = send("GET", f"{live_server.url}{duplicate.headers['Location']}", headers=ALICE)
+    assert json.loads(after.body)["status"] == "paid"
+    assert len(ledger.orders()) == 1 and len(ledger.succeeded_charges()) == 1
+
+
+def test_a_payment_whose_outcome_is_unknown_is_202_with_its_location_then_succeeds_once(
+    client: FlaskClient, ledger: Ledger
+) -> None:
+    key, body = str(uuid.uuid4()), payment_body(card=UNAVAILABLE_CARD)
+    accepted = post_payment(client, key, body, headers=ASYNC)
+    assert accepted.status_code == 202 and accepted.headers["Preference-Applied"] == "respond-async"
+    location = accepted.headers["Location"]
+    assert location.startswith("/api/payments/pay_") and accepted.get_json()["status"] == "pending"
+    assert client.get(location, headers=ALICE).get_json()["status"] == "pending"
+    assert post_payment(client, key, body, headers=ASYNC).status_code == 201
+    assert client.get(location, headers=ALICE).get_json()["status"] == "succeeded"
+    assert len(ledger.succeeded_charges()) == 1
+
+
+def test_the_api_description_documents_the_202_of_orders_and_payments(client: FlaskClient) -> None:
+    paths = client.get("/api/openapi.json").get_json()["paths"]
+    for path in ("/api/orders", "/api/payments"):
+        accepted = paths[path]["post"]["responses"]["202"]
+        assert set(accepted["headers"]) == {"Location", "Retry-After", "Preference-Applied"}
