@@ -79,7 +79,7 @@ def test_the_client_honours_retry_after_on_409(live_server: LiveServer, ledger: 
         live_server.url, TOKEN, body, key=key, sleep=wait_and_let_the_lease_expire, rng=random.Random(1)
     )
     assert [a.status for a in result.attempts] == [409, 201]
-    assert waits[0] >= 2  # Retry-After of a conflict (2 s), never sooner
+    assert waits[0] >= 1  # the Retry-After of the conflict (a quick card: 1 s), never sooner
     assert len(ledger.succeeded_charges()) == 1
 
 

@@ -183,6 +183,11 @@ class Gateway:
             row = session.scalars(sa.select(GatewayCharge).where(GatewayCharge.gateway_key == gateway_key)).first()
             return _charge_from_row(row) if row else None
 
+    def expected_seconds(self, card_number: str) -> float:
+        """How long a charge with this card is expected to take (a real provider: its usual latency)."""
+        slowness = {Behaviour.SLOW: self.slow_seconds, Behaviour.VERY_SLOW: self.very_slow_seconds}
+        return min(slowness.get(behaviour(card_number), 1.0), self.timeout_seconds)
+
     def charge(self, *, gateway_key: str, amount_cents: int, currency: str, card_number: str, reference: str) -> Charge:
         """Charge once per ``gateway_key``; a repeat returns the first answer."""
         if amount_cents <= 0:

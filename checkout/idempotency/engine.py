@@ -73,9 +73,6 @@ _PEEK = sa.select(records).where(
     records.c.key == sa.bindparam("_key"),
 )
 
-# A request in progress usually ends within seconds; a dead owner's lease is taken over
-# when it expires. Either way a client should look again soon, not wait out the lease.
-MAX_RETRY_AFTER = 2
 # Of several requests racing for a released lease, the losers look again; a few rounds settle it.
 ATTEMPTS = 5
 
@@ -116,10 +113,18 @@ def peek(scope: Scope) -> RecordView | None:
     return _view(record, utcnow()) if record is not None else None
 
 
-def _retry_after(view: RecordView, now: datetime) -> int:
+def _retry_after(view: RecordView, now: datetime, expected_call_seconds: float | None) -> int:
+    """When trying again makes sense: when the holder's call is expected to have been answered, and
+    never later than its lease runs out (then a retry takes over). At least 1 second."""
     if view.locked_until is None:
         return 1
-    return min(MAX_RETRY_AFTER, max(1, math.ceil((view.locked_until - now).total_seconds())))
+    wait = (view.locked_until - now).total_seconds()
+    if expected_call_seconds is not None:
+        # The holder's last step (the move to the recovery point of its call) is when the call began.
+        expected_left = (view.updated_at + timedelta(seconds=expected_call_seconds) - now).total_seconds()
+        # Late: give it one more expected call's time (a dead holder's lease runs out meanwhile).
+        wait = min(wait, expected_left if expected_left > 0 else expected_call_seconds)
+    return max(1, math.ceil(wait))
 
 
 def _same_fingerprint(stored: str, offered: str) -> bool:
@@ -186,7 +191,7 @@ def _answer_existing(
             note(scope, Event.REPLAYED, status=view.response.status)
         return Done(view.response, replayed=True, duplicates=view.duplicates)
     if view.lease_live:
-        retry_after = _retry_after(view, now)
+        retry_after = _retry_after(view, now, settings.expected_call_seconds)
         if first_look:
             with writing(durable=False) as session:
                 session.execute(

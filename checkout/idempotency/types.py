@@ -55,6 +55,9 @@ class Settings:
     waiters_per_key: int = 2
     # How often a waiting duplicate looks again (a read, never a write).
     poll_seconds: float = 0.1
+    # How long this operation's outside call is expected to take (per request: the caller knows its
+    # provider); a duplicate is told to come back then, never later than the holder's lease.
+    expected_call_seconds: float | None = None
 
 
 @dataclass(frozen=True)

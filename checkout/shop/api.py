@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, Protocol
 
 import sqlalchemy as sa
@@ -132,6 +133,7 @@ def _run(
     phases: dict[str, Phase],
     reference_name: str = "order_id",
     resource: Resource | None = None,
+    card_number: str | None = None,
 ) -> Response:
     """Run an endpoint's phases once per key, waiting as ``Prefer: wait`` asks, and answer the outcome.
 
@@ -140,7 +142,10 @@ def _run(
     shows ``pending`` until the outcome, instead of a 409 or a 503.
     """
     wait = preferred_wait()
-    outcome = run(scope, request_fingerprint, phases, settings=idempotency_settings(), wait_seconds=wait)
+    settings = idempotency_settings()
+    if card_number is not None:  # a duplicate's Retry-After: when a charge with this card should be answered
+        settings = replace(settings, expected_call_seconds=gateway().expected_seconds(card_number))
+    outcome = run(scope, request_fingerprint, phases, settings=settings, wait_seconds=wait)
     applied = [f"wait={wait}"] if wait else []
     response = None
     if resource is not None and prefers_async() and isinstance(outcome, InProgress | Unfinished) and outcome.reference:
@@ -236,6 +241,7 @@ def create_order() -> Response:
         api_fingerprint(parsed),
         PlaceOrder(order_request, ApiResponder(), gateway()).phases(),
         resource=_order_resource(customer.id),
+        card_number=parsed.card_number,
     )
 
 
@@ -363,6 +369,7 @@ def create_payment() -> Response:
         PlacePayment(PaymentRequest(customer.id, key, parsed), ApiPaymentResponder(), gateway()).phases(),
         reference_name="payment_id",
         resource=_payment_resource(customer.id),
+        card_number=parsed.card_number,
     )
 
 

@@ -1,0 +1,62 @@
+"""Retry-After tells the truth: a duplicate of a payment in progress is told to come back when the holder's
+gateway call is expected to be answered, never later than the holder's lease runs out, at least 1 second:
+what the server knows, not a constant."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from typing import Any
+
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+
+from tests.conftest import LiveServer
+from tests.helpers import (
+    ALICE,
+    GOOD_CARD,
+    SLOW_CARD,
+    VERY_SLOW_CARD,
+    Ledger,
+    claim_as_a_dying_worker,
+    order_body,
+    post_order,
+    wait_for,
+)
+from tests.http import post_json
+
+
+@pytest.mark.parametrize("app_overrides", [{"CHECKOUT_SLOW_CARD_SECONDS": 5.0, "CHECKOUT_LEASE_SECONDS": 40.0}])
+def test_a_duplicate_is_told_to_come_back_when_the_slow_gateway_should_have_answered(
+    live_server: LiveServer, ledger: Ledger, app_overrides: dict[str, Any]
+) -> None:
+    key, url = str(uuid.uuid4()), f"{live_server.url}/api/orders"
+    first: list[Any] = []
+    thread = threading.Thread(
+        target=lambda: first.append(post_json(url, order_body(card=SLOW_CARD), {**ALICE, "Idempotency-Key": key}))
+    )
+    thread.start()
+    wait_for(lambda: ledger.worker_of("gateway_called"))  # the first is inside its 5-second gateway call
+    duplicate = post_json(url, order_body(card=SLOW_CARD), {**ALICE, "Idempotency-Key": key})
+    thread.join()
+    assert duplicate.status == 409
+    assert 3 <= int(duplicate.headers["Retry-After"]) <= 5  # what is left of the 5 s, not the lease's 30
+    assert first[0].status == 201
+
+
+@pytest.mark.parametrize("app_overrides", [{"CHECKOUT_VERY_SLOW_CARD_SECONDS": 20.0}])
+def test_a_duplicate_is_never_told_to_wait_past_the_holders_lease(
+    app: Flask, client: FlaskClient, app_overrides: dict[str, Any]
+) -> None:
+    key = str(uuid.uuid4())
+    claim_as_a_dying_worker(app, key, order_body(card=VERY_SLOW_CARD), lease_seconds=4)  # 20 s call, 4 s lease
+    duplicate = post_order(client, key, order_body(card=VERY_SLOW_CARD))
+    assert duplicate.status_code == 409
+    assert 1 <= int(duplicate.headers["Retry-After"]) <= 4  # then the lease runs out, and a retry takes over
+
+
+def test_a_duplicate_of_a_quick_payment_is_told_to_come_back_in_a_second(app: Flask, client: FlaskClient) -> None:
+    key = str(uuid.uuid4())
+    claim_as_a_dying_worker(app, key, order_body(card=GOOD_CARD), lease_seconds=30)
+    assert post_order(client, key, order_body(card=GOOD_CARD)).headers["Retry-After"] == "1"
