@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -126,6 +129,18 @@ def test_a_webhook_applied_once_and_its_duplicate_are_counted(client: FlaskClien
     }
 
 
+def scraped_from(client: FlaskClient) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    text = client.get("/metrics").get_data(as_text=True)
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+CONFIRMATIONS = ("checkout_emails_sent_total", (("kind", "order_confirmation"),))
+
+
 def test_a_sent_email_and_the_checkout_latency_are_counted(app: Flask, client: FlaskClient) -> None:
     from checkout.mail.relay import relay_once
 
@@ -134,14 +149,43 @@ def test_a_sent_email_and_the_checkout_latency_are_counted(app: Flask, client: F
         with app.app_context():
             assert len(relay_once().sent) == 1  # into the Maildir: the embedded transport
 
-    counted = moved(
-        {
-            "checkout_emails_sent_total": {"kind": "order_confirmation"},
-            "checkout_latency_seconds_count": API,
-        },
-        traffic,
+    assert scraped_from(client)[CONFIRMATIONS] == 0
+    counted = moved({"checkout_latency_seconds_count": API}, traffic)
+    assert counted == {"checkout_latency_seconds_count": 1}
+    assert scraped_from(client)[CONFIRMATIONS] == 1
+
+
+@pytest.mark.slow
+def test_emails_sent_by_the_separate_relay_process_are_counted_by_the_web_app(
+    client: FlaskClient, database_url: str
+) -> None:
+    post_order(client, str(uuid.uuid4()))
+    relay = subprocess.run(
+        [str(Path(sys.executable).parent / "flask"), "--app", "checkout", "outbox", "relay"],
+        env={**os.environ, "DATABASE_URL": database_url},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
     )
-    assert counted == {"checkout_emails_sent_total": 1, "checkout_latency_seconds_count": 1}
+    assert relay.returncode == 0, relay.stderr
+    assert scraped_from(client)[CONFIRMATIONS] == 1  # counted where it was marked sent: the outbox
+
+
+def test_a_scrape_sets_no_session_cookie(client: FlaskClient) -> None:
+    assert "Set-Cookie" not in client.get("/metrics").headers
+
+
+def test_the_known_series_are_there_from_the_start_at_zero_or_more(client: FlaskClient) -> None:
+    found = scraped_from(client)
+    for series in (
+        ("checkout_takeovers_total", (("endpoint", "POST /api/payments"),)),
+        ("checkout_conflicts_total", (("endpoint", "POST /orders/<order_id>/refunds"),)),
+        ("checkout_gateway_faults_total", (("fault", "unavailable"),)),
+        ("checkout_webhooks_applied_total", (("type", "refund.succeeded"),)),
+        ("checkout_emails_sent_total", (("kind", "refund_receipt"),)),
+    ):
+        assert series in found, series
 
 
 @pytest.mark.parametrize("app_overrides", [{"CHECKOUT_LAB": False}])

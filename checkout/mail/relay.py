@@ -71,7 +71,6 @@ from email.utils import format_datetime
 import sqlalchemy as sa
 from flask import Flask, current_app
 
-from checkout import metrics
 from checkout.database import table_of, utcnow
 from checkout.extensions import db
 from checkout.mail.models import OutboxMessage
@@ -283,7 +282,6 @@ def relay_once(
             done.failed.append(Failure(outgoing, attempts, error, _mark_failed(outgoing, attempts, error)))
             done.transport_down = True  # the next message would fail the same way: try again next round
             break
-        metrics.email_sent(outgoing.kind)  # accepted by the mail server (a resend after a crash counts again)
         if after_send is not None:
             after_send(outgoing)
         _mark_sent(outgoing)

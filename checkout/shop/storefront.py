@@ -20,7 +20,7 @@ bp = Blueprint("shop", __name__)
 def _identify() -> None:
     """An anonymous customer per browser session, from the first visit (API clients use tokens)."""
     if (
-        request.blueprint not in ("api", "webhooks")
+        request.blueprint not in ("api", "webhooks", "metrics")  # a scraper is nobody's browser
         and request.endpoint != "static"
         and not request.path.startswith("/api/")
     ):
