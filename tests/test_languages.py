@@ -9,8 +9,19 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
+from checkout.mail.models import OutboxMessage
 from checkout.shop.money import format_money
-from tests.helpers import ALICE, post_order
+from tests.helpers import (
+    ALICE,
+    ANSWER_LOST_CARD,
+    Ledger,
+    add_to_cart,
+    checkout_fields,
+    event_of,
+    pay_in_browser,
+    post_order,
+    signed_post,
+)
 
 
 def lang_of(html: str) -> str:
@@ -63,3 +74,16 @@ def test_money_is_written_with_the_languages_digits_and_the_dollar_sign_in_every
 ) -> None:
     with app.test_request_context(f"/?lang={language}"):
         assert format_money(123450).replace("\xa0", " ") == written
+
+
+def test_an_order_paid_by_the_gateways_webhook_is_confirmed_in_its_shoppers_language(
+    app: Flask, client: FlaskClient, ledger: Ledger
+) -> None:
+    client.get("/?lang=uk")  # the shopper reads Ukrainian (remembered in the session)
+    add_to_cart(client)
+    assert pay_in_browser(client, checkout_fields(client), ANSWER_LOST_CARD).status_code == 503  # charged, unheard
+    webhook = app.test_client()  # the gateway: another client, no session, no language
+    assert signed_post(webhook, event_of(ledger, "charge.succeeded")).status_code == 200
+    [message] = ledger.rows(OutboxMessage)
+    assert message.title.startswith("Ваше замовлення") and "сплачено" in message.title
+    assert message.body.startswith("Дякуємо за замовлення")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from flask_babel import force_locale
 from flask_babel import gettext as _
 
 from checkout.mail.models import ORDER_CONFIRMATION, REFUND_RECEIPT
@@ -11,6 +12,11 @@ from checkout.shop.orders import OrderView
 
 
 def order_confirmation(order: OrderView) -> None:
+    with force_locale(order.language):  # the shopper's, whichever request (or webhook) pays
+        _order_confirmation(order)
+
+
+def _order_confirmation(order: OrderView) -> None:
     lines = "\n".join(
         f"  {line.quantity} x {_(line.name)}  {format_money(line.total_cents, order.currency)}" for line in order.items
     )
@@ -31,6 +37,11 @@ def order_confirmation(order: OrderView) -> None:
 
 
 def refund_receipt(refund_id: str, amount_cents: int, currency: str, order: OrderView) -> None:
+    with force_locale(order.language):
+        _refund_receipt(refund_id, amount_cents, currency, order)
+
+
+def _refund_receipt(refund_id: str, amount_cents: int, currency: str, order: OrderView) -> None:
     enqueue(
         REFUND_RECEIPT,
         refund_id,

@@ -163,6 +163,9 @@ class Order(Base):
     # The client's own name for the purchase (a form field, a JSON field), the same on every retry
     # and every duplicate: the lab counts money per purchase with it. Never used to deduplicate.
     purchase_ref: Mapped[str | None] = mapped_column(sa.String(64), index=True)
+    # The shopper's language when the order was placed: its emails are written in it, whichever
+    # request pays it in the end (the gateway's webhook has no language).
+    language: Mapped[str] = mapped_column(sa.String(8), default="en", server_default="en")
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, onupdate=utcnow)
 

@@ -17,6 +17,7 @@ import sqlalchemy as sa
 
 from checkout.database import insert_ignoring_conflicts, table_of, utcnow
 from checkout.extensions import db
+from checkout.i18n import current_language
 from checkout.shop.lines import Line
 from checkout.shop.models import PENDING, SAFE_PATH, Order, OrderItem, Refund
 
@@ -101,6 +102,7 @@ class OrderView:
     created_at: datetime
     items: tuple[Line, ...]
     refunded_cents: int = 0
+    language: str = "en"  # the shopper's, for the emails
     refunds: tuple[RefundView, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
@@ -138,6 +140,7 @@ _COLUMNS = [
     orders.c.charge_id,
     orders.c.created_at,
     orders.c.refunded_cents,
+    orders.c.language,
 ]
 
 
@@ -195,6 +198,7 @@ def insert(values: dict[str, Any], lines: Sequence[Line]) -> OrderView | None:
             "cart_moved_on": False,
             "path": SAFE_PATH,
             "refunded_cents": 0,
+            "language": current_language(),
             "created_at": now,
             "updated_at": now,
         },
