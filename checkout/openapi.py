@@ -445,7 +445,8 @@ def document(*, production: bool = False) -> dict[str, Any]:
                     "in": "header",
                     "required": True,
                     "description": "One per operation, the same on every retry of it: 16 to 255 visible ASCII "
-                    "characters (a UUID4 is a good choice), optionally as a quoted string.",
+                    "characters (a UUID4 is a good choice), optionally as a quoted string (RFC 8941). A comma "
+                    "separates header field values, so a key holding one reads as two keys: 400.",
                     "schema": {"type": "string", "minLength": 16, "maxLength": 257},
                 },
                 "Prefer": {
@@ -577,6 +578,9 @@ def _schemas(production: bool) -> dict[str, Any]:
                 "card_number": _card_number(production),
                 "purchase": {
                     "type": "string",
+                    "minLength": 1,
+                    "maxLength": 64,
+                    "pattern": "^[!-~]{1,64}$",
                     "description": "Your own name for this purchase (1 to 64 visible ASCII characters), the "
                     "same on every retry: the lab counts money per purchase.",
                 },

@@ -74,3 +74,12 @@ def test_every_problem_type_the_api_sends_is_named_in_the_document(document: dic
 @pytest.mark.parametrize("app_overrides", [{"CHECKOUT_LAB": False}])
 def test_the_document_is_served_even_with_the_lab_off(client: FlaskClient) -> None:
     assert client.get("/api/openapi.json").status_code == 200
+
+
+def test_the_rules_of_the_body_are_in_the_schema_not_only_in_prose(
+    document: dict[str, Any], client: FlaskClient
+) -> None:
+    purchase = document["components"]["schemas"]["OrderRequest"]["properties"]["purchase"]
+    assert (purchase["minLength"], purchase["maxLength"], purchase["pattern"]) == (1, 64, "^[!-~]{1,64}$")
+    key = document["components"]["parameters"]["IdempotencyKey"]
+    assert "comma" in key["description"]

@@ -243,3 +243,22 @@ def test_the_refund_form_answers_bad_input_with_a_page_and_writes_nothing(app: F
     }
     assert all(a.mimetype == "text/html" and b"Traceback" not in a.get_data() for a in answers.values())
     assert table_counts(app) == before
+
+
+def test_a_refund_body_of_json_null_is_422_and_refunds_nothing(app: Flask, client: FlaskClient) -> None:
+    order = paid_order(client)
+    before = table_counts(app)
+    answer = client.post(
+        f"/api/orders/{order['id']}/refunds",
+        data="null",
+        content_type="application/json",
+        headers={**ALICE, "Idempotency-Key": str(uuid.uuid4())},
+    )
+    assert answer.status_code == 422 and answer.get_json()["errors"] == {"body": ["must be a JSON object"]}
+    assert table_counts(app) == before
+
+
+def test_an_empty_refund_body_still_refunds_all_that_is_left(client: FlaskClient) -> None:
+    order = paid_order(client)
+    answer = client.post(f"/api/orders/{order['id']}/refunds", headers={**ALICE, "Idempotency-Key": str(uuid.uuid4())})
+    assert answer.status_code == 201 and answer.get_json()["amount_cents"] == TOTAL

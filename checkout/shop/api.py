@@ -291,9 +291,8 @@ def answer(outcome: Outcome, key: str, reference_name: str = "order_id") -> Resp
 
 
 def parse_refund(body: Any) -> tuple[dict[str, Any] | None, dict[str, list[str]]]:
-    """``{"amount_cents": int (optional), "reason": str (optional, 200 characters at most)}``."""
-    if body is None:
-        body = {}
+    """``{"amount_cents": int (optional), "reason": str (optional, 200 characters at most)}``; an empty
+    body is ``{}`` (refund all that is left), but a JSON ``null`` is no object: it refunds nothing."""
     if not isinstance(body, dict):
         return None, {"body": ["must be a JSON object"]}
     errors: dict[str, list[str]] = {}
@@ -316,7 +315,7 @@ def create_refund(order_id: str) -> Response:
     key, refused = _idempotency_key()
     if refused is not None:
         return refused
-    body, refused = _read_json(empty_is=None)
+    body, refused = _read_json(empty_is={})
     if refused is not None:
         return refused
     parsed, errors = parse_refund(body)
