@@ -27,8 +27,7 @@ def _system_chromium() -> str | None:
 @pytest.fixture(scope="session")
 def browser_type_launch_args(browser_type_launch_args: dict[str, Any]) -> dict[str, Any]:
     args = {
-        **browser_type_launch_args,
-        "headless": True,
+        **browser_type_launch_args,  # headless unless pytest-playwright's --headed says otherwise
         "args": [*browser_type_launch_args.get("args", []), *CHROMIUM_FLAGS],
     }
     executable = _system_chromium()
