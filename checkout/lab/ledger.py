@@ -9,7 +9,7 @@ import sqlalchemy as sa
 
 from checkout.extensions import db
 from checkout.gateway import GatewayCharge, GatewayEvent
-from checkout.i18n import N_
+from checkout.i18n import N_, _
 from checkout.idempotency import IdempotencyEvent, IdempotencyRecord
 from checkout.lab import damage
 from checkout.lab.servers import servers_of
@@ -109,6 +109,27 @@ COUNTERS = {
     "resumptions": ("resumed", N_("a retry took over a payment left unfinished, from its recovery point")),
     "reconciled": ("reconcile_started", N_("reconcile took over a payment nobody was finishing")),
 }
+# What the shop did with a gateway event (a webhook receipt's result: an identifier in the shop's JSON answer),
+# marked here so that the lab's table shows it in the page's language (``w.result|t``).
+WEBHOOK_RESULTS = (N_("received"), N_("applied"), N_("no change"), N_("ignored"), N_("duplicate"))
+# The audit trail's reasons (an event's ``reason`` detail) stay English where they are stored, in the JSON API
+# and the logs; the lab's timeline words them in the page's language. Most are sentences marked with N_ where
+# they are raised (the payment gateway is unavailable...); the engine's one-word codes get a sentence here.
+REASONS = {
+    "error": N_("an unexpected error: the lease was given back, nothing was stored"),
+    "refused": N_("refused: nothing was stored, the key can be used again"),
+    "abandoned before an order existed": N_("abandoned before an order existed"),
+    "abandoned before a payment existed": N_("abandoned before a payment existed"),
+    "abandoned before a refund existed": N_("abandoned before a refund existed"),
+}
+
+
+def reason_label(reason: object) -> str:
+    """An audit event's reason in the page's language (a reason nobody marked stays as it is)."""
+    text = str(reason)
+    return _(REASONS.get(text, text)) if text else text
+
+
 # What the lab's counters are called on the page (the keys above stay identifiers, in data-testid).
 COUNTER_LABELS = {
     "replays": N_("replays"),

@@ -224,10 +224,18 @@ def _entry(name: str, target: str, form: SendForm, status: int, headers: dict[st
     except ValueError:
         parsed = {}
     parsed = parsed if isinstance(parsed, dict) else {}
+    order: dict[str, str] | None = None
     if "id" in parsed:
+        # An order: kept as data (the page words it in its own language); the items are identifiers (SKUs).
         items = ", ".join(f"{item['quantity']} × {item['sku']}" for item in parsed.get("items", []))
-        said = f"{parsed.get('status', '')}: {items}, {parsed.get('email', '')}, card …{parsed.get('card_last4', '')}"
-    else:
+        order = {
+            "status": str(parsed.get("status", "")),
+            "items": items[:60],
+            "email": str(parsed.get("email", ""))[:60],
+            "last4": str(parsed.get("card_last4", ""))[:4],
+        }
+        said = ""
+    else:  # a problem's title, in the API's English (its words are part of the contract)
         said = str(parsed.get("title") or parsed.get("detail") or parsed.get("status") or "")
     return {
         "mistake": name,
@@ -238,5 +246,6 @@ def _entry(name: str, target: str, form: SendForm, status: int, headers: dict[st
         "replayed": headers.get("Idempotent-Replayed") == "true",
         "order": str(parsed.get("id") or parsed.get("order_id") or ""),
         "said": said[:90],
+        "answer": order,
         "worker": headers.get(WORKER_HEADER, "").rsplit(":", 1)[-1],
     }
