@@ -11,14 +11,16 @@ import re
 from datetime import datetime
 from typing import Any
 
+import sqlalchemy as sa
 from flask import Blueprint, Response, current_app, flash, jsonify, redirect, render_template, request, url_for
 from flask.typing import ResponseReturnValue
 from flask_babel import gettext as _
 from markupsafe import Markup, escape
 
-from checkout.database import utcnow
+from checkout.database import table_of, utcnow
+from checkout.extensions import db
 from checkout.gateway.relay import deliverer, webhook_url
-from checkout.idempotency import Scope, peek
+from checkout.idempotency import IdempotencyRecord, RecordView, Scope, peek
 from checkout.lab import controls, damage, lab_only
 from checkout.lab.concepts import CONCEPTS, PAGES
 from checkout.lab.exercises import EXERCISES
@@ -84,9 +86,23 @@ def _focus_key() -> tuple[str | None, bool]:
     return latest_key_of(browser_identity()), True
 
 
+def _record_of(key: str | None, mine: bool) -> RecordView | None:
+    """The record behind the timeline: this browser's own, or (``?key=``) the newest with that key,
+    whoever's and on whichever endpoint (the lab shows every record anyway)."""
+    if not key:
+        return None
+    if mine:
+        return peek(Scope(browser_identity(), BROWSER_ENDPOINT, key))
+    records = table_of(IdempotencyRecord)
+    found = db.session.execute(
+        sa.select(records.c.customer, records.c.endpoint).where(records.c.key == key).order_by(records.c.id.desc())
+    ).first()
+    return peek(Scope(found.customer, found.endpoint, key)) if found is not None else None
+
+
 def _live_context() -> dict[str, Any]:
     key, mine = _focus_key()
-    record = peek(Scope(browser_identity(), BROWSER_ENDPOINT, key)) if key and mine else None
+    record = _record_of(key, mine)
     found = damage.purchases()
     by_path, overall = damage.totals(found)
     return {
