@@ -36,3 +36,12 @@ def test_before_its_answer_a_record_shows_its_fingerprint_and_that_nothing_is_st
     [record] = ledger.records()
     part = stored_part(client.get(f"/lab?key={key}").get_data(as_text=True))
     assert record.fingerprint in part and "stored-status" not in part and "none yet" in part
+
+
+def test_the_lab_has_a_form_that_looks_up_any_key(client: FlaskClient) -> None:
+    key = str(uuid.uuid4())
+    post_order(client, key)
+    page = client.get("/lab").get_data(as_text=True)
+    form = page.split('data-testid="key-lookup"', 1)[1].split("</form>", 1)[0]
+    assert 'method="get"' in page.split('data-testid="key-lookup"', 1)[0][-200:] and 'name="key"' in form
+    assert 'data-testid="stored-status">201<' in client.get("/lab", query_string={"key": key}).get_data(as_text=True)
