@@ -109,13 +109,16 @@ def register_lab_blueprints(app: Flask) -> None:
     from checkout.lab.mailbox import bp as mailbox_bp
     from checkout.lab.mistakes.views import bp as mistakes_bp
     from checkout.lab.reconciliation import bp as reconciliation_bp
+    from checkout.lab.redis_store import reconcile_redis_store
     from checkout.lab.requests import bp as requests_bp
     from checkout.lab.servers import register_server_name
     from checkout.lab.stores import api_bp as redis_store_api_bp
     from checkout.lab.stores import bp as redis_store_bp
     from checkout.lab.unsafe import bp as unsafe_bp
     from checkout.lab.views import bp as lab_bp
+    from checkout.shop.reconcile import RECONCILERS
 
+    app.extensions.setdefault(RECONCILERS, []).append(reconcile_redis_store)  # its payments have no SQL record
     lab = (lab_bp, unsafe_bp, mailbox_bp, legacy_gateway_bp, redis_store_api_bp, redis_store_bp, reconciliation_bp)
     for blueprint in (*lab, mistakes_bp, requests_bp):
         app.register_blueprint(blueprint)

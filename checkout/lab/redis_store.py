@@ -43,13 +43,18 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
+from datetime import timedelta
+from functools import partial
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
+import sqlalchemy as sa
 from flask import Flask, current_app
 
+from checkout.database import utcnow
 from checkout.extensions import db
+from checkout.gateway import Gateway
 from checkout.i18n import N_
 from checkout.idempotency import (
     COMPLETED,
@@ -78,12 +83,13 @@ from checkout.idempotency import (
 )
 from checkout.idempotency.audit import worker_name
 from checkout.lab.api_twins import PlaceLabOrder, path_of
-from checkout.shop.models import PENDING
-from checkout.shop.orders import OrderView
-from checkout.shop.placement import ORDER_CREATED, OrderRequest, find_order
+from checkout.shop.models import PENDING, Customer, Order
+from checkout.shop.orders import OrderView, by_public_id
+from checkout.shop.placement import ORDER_CREATED, OrderRequest, PaymentEvent, find_order, settle
+from checkout.shop.reconcile import Reconciled, fence
 from checkout.shop.responders import ApiResponder
 from checkout.shop.runtime import gateway
-from checkout.transactions import assert_idle, writing
+from checkout.transactions import assert_idle, reading, writing
 
 REDIS_PATH = "store:redis"
 REDIS_ENDPOINT = "POST /api/lab/stores/redis/orders"
@@ -617,3 +623,45 @@ class PlaceRedisOrder(PlaceLabOrder):
 
 def placement(request: OrderRequest) -> PlaceRedisOrder:
     return PlaceRedisOrder(request, ApiResponder(), gateway())
+
+
+# --- reconcile: pending orders whose record was in Redis (registered with the shop's reconcile) ------
+
+
+def _unrecorded(settings: Settings) -> list[tuple[Scope, str]]:
+    """Pending orders of the Redis store untouched for longer than a lease: their key's scope, their id."""
+    quiet_since = utcnow() - timedelta(seconds=settings.lease_seconds)
+    rows = db.session.execute(
+        sa.select(Customer.public_id, Order.idempotency_key, Order.public_id)
+        .join(Customer, Customer.id == Order.customer_id)
+        .where(Order.status == PENDING, Order.path == REDIS_PATH, Order.updated_at < quiet_since)
+        .order_by(Order.id)
+    ).all()
+    return [(Scope(customer, REDIS_ENDPOINT, str(key)), public_id) for customer, key, public_id in rows]
+
+
+def _reconcile_unrecorded(scope: Scope, public_id: str, gateway: Gateway) -> Reconciled:
+    """Fence and end one pending order of the Redis store, unless a worker holds its key's lease there."""
+    skipped = Reconciled(scope.key, scope.endpoint, scope.customer, "skipped", public_id)
+    try:
+        if lease_held(scope):
+            return skipped  # a retry took it over and is at it: it will finish it
+    except RedisUnavailable:
+        return skipped  # Redis cannot say whether a worker is at it: decide nothing now
+    with reading():  # ends before the gateway is asked
+        order = by_public_id(public_id)
+    if order is None or order.status != PENDING:
+        return skipped  # ended meanwhile (its worker, a retry, the gateway's webhook)
+    answer = fence(gateway, order)
+    with writing():
+        note(scope, PaymentEvent.RECONCILED, order_id=order.public_id, gateway_says=answer.status, store="redis")
+        ended = settle(order, answer, partial(note, scope))
+    return Reconciled(scope.key, scope.endpoint, scope.customer, ended.status, ended.public_id, ended.charge_id)
+
+
+def reconcile_redis_store(gateway: Gateway, settings: Settings) -> list[Reconciled]:
+    """The Redis store's part of ``flask idempotency reconcile``: its abandoned payments have no record in
+    the database for the shop's reconcile to find, only a pending order."""
+    with reading():
+        unrecorded = _unrecorded(settings)
+    return [_reconcile_unrecorded(scope, public_id, gateway) for scope, public_id in unrecorded]

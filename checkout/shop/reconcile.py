@@ -35,14 +35,11 @@ The client sees the outcome on its next retry with the same key.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
-from functools import partial
 
-import sqlalchemy as sa
+from flask import current_app
 
-from checkout.database import utcnow
-from checkout.extensions import db
 from checkout.gateway import Gateway
 from checkout.idempotency import (
     Complete,
@@ -50,17 +47,13 @@ from checkout.idempotency import (
     LeaseLost,
     RecordView,
     RetryLater,
-    Scope,
     Settings,
     abandoned,
-    note,
     take_over,
 )
-from checkout.lab.redis_store import REDIS_ENDPOINT, REDIS_PATH, RedisUnavailable, lease_held
 from checkout.shop import orders, payments
-from checkout.shop.models import PENDING, Customer, Order
 from checkout.shop.orders import OrderView
-from checkout.shop.placement import GatewayAnswer, PaymentEvent, finish, settle
+from checkout.shop.placement import GatewayAnswer, PaymentEvent, finish
 from checkout.shop.refunds import (
     API_REFUNDS,
     BROWSER_REFUNDS,
@@ -71,7 +64,7 @@ from checkout.shop.refunds import (
 )
 from checkout.shop.refunds import call_gateway as call_refund
 from checkout.shop.responders import API_PAYMENTS, RESPONDERS, ApiPaymentResponder
-from checkout.transactions import reading, writing
+from checkout.transactions import reading
 
 
 @dataclass(frozen=True)
@@ -134,46 +127,19 @@ def fence(gateway: Gateway, order: OrderView) -> GatewayAnswer:
     return GatewayAnswer.of(gateway.void(gateway_key=order.gateway_key, reference=order.public_id))
 
 
+# Finishers of abandoned work whose records live outside this database, registered by whoever keeps
+# them there (the lab's Redis store): app.extensions[RECONCILERS], each called after the records' own.
+RECONCILERS = "checkout.reconcilers"
+Reconciler = Callable[[Gateway, Settings], list["Reconciled"]]
+
+
 def reconcile(gateway: Gateway, settings: Settings) -> list[Reconciled]:
     with reading():
         stale = abandoned(settings)
     done = [reconcile_one(view, gateway, settings) for view in stale]
-    with reading():
-        unrecorded = _unrecorded(settings)
-    return done + [_reconcile_unrecorded(scope, public_id, gateway) for scope, public_id in unrecorded]
-
-
-# --- pending orders with no record in this database (the lab's Redis store) -----------------
-
-
-def _unrecorded(settings: Settings) -> list[tuple[Scope, str]]:
-    """Pending orders of the Redis store untouched for longer than a lease: their key's scope, their id."""
-    quiet_since = utcnow() - timedelta(seconds=settings.lease_seconds)
-    rows = db.session.execute(
-        sa.select(Customer.public_id, Order.idempotency_key, Order.public_id)
-        .join(Customer, Customer.id == Order.customer_id)
-        .where(Order.status == PENDING, Order.path == REDIS_PATH, Order.updated_at < quiet_since)
-        .order_by(Order.id)
-    ).all()
-    return [(Scope(customer, REDIS_ENDPOINT, str(key)), public_id) for customer, key, public_id in rows]
-
-
-def _reconcile_unrecorded(scope: Scope, public_id: str, gateway: Gateway) -> Reconciled:
-    """Fence and end one pending order of the Redis store, unless a worker holds its key's lease there."""
-    skipped = Reconciled(scope.key, scope.endpoint, scope.customer, "skipped", public_id)
-    try:
-        if lease_held(scope):
-            return skipped  # a retry took it over and is at it: it will finish it
-    except RedisUnavailable:
-        return skipped  # Redis cannot say whether a worker is at it: decide nothing now
-    order = _order_of(public_id)
-    if order is None or order.status != PENDING:
-        return skipped  # ended meanwhile (its worker, a retry, the gateway's webhook)
-    answer = fence(gateway, order)
-    with writing():
-        note(scope, PaymentEvent.RECONCILED, order_id=order.public_id, gateway_says=answer.status, store="redis")
-        ended = settle(order, answer, partial(note, scope))
-    return Reconciled(scope.key, scope.endpoint, scope.customer, ended.status, ended.public_id, ended.charge_id)
+    for finish_elsewhere in current_app.extensions.get(RECONCILERS, ()):
+        done.extend(finish_elsewhere(gateway, settings))
+    return done
 
 
 REFUND_RESPONDERS: dict[str, RefundResponder] = {
