@@ -119,6 +119,9 @@ def register_lab_blueprints(app: Flask) -> None:
     from checkout.shop.reconcile import RECONCILERS
 
     app.extensions.setdefault(RECONCILERS, []).append(reconcile_redis_store)  # its payments have no SQL record
+    from checkout.lab.controls import template_switches
+
+    app.context_processor(template_switches)  # the Pay button guard switch, for the checkout page
     lab = (lab_bp, unsafe_bp, mailbox_bp, legacy_gateway_bp, redis_store_api_bp, redis_store_bp, reconciliation_bp)
     for blueprint in (*lab, mistakes_bp, requests_bp):
         app.register_blueprint(blueprint)

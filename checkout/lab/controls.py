@@ -33,6 +33,11 @@ def button_guard_on() -> bool:
     return not session.get(GUARD_OFF, False)
 
 
+def template_switches() -> dict[str, bool]:
+    """What the lab's switches tell the shop's pages (a context processor: the shop never imports the lab)."""
+    return {"button_guard_on": button_guard_on()}
+
+
 def set_button_guard(on: bool) -> None:
     if on:
         session.pop(GUARD_OFF, None)

@@ -30,7 +30,6 @@ from checkout.idempotency import (
     peek,
     run,
 )
-from checkout.lab import controls
 from checkout.shop import carts
 from checkout.shop.carts import CartView, purchase_of
 from checkout.shop.forms import CheckoutForm
@@ -127,8 +126,6 @@ def _render(
             test_cards=[]
             if current_app.config["CHECKOUT_ENV"] == "production"
             else [(pretty(number), text) for number, (_b, text) in TEST_CARDS.items()],
-            # The lab can turn the button's guard off for this browser, so the server's layer shows.
-            guard_on=not current_app.config["CHECKOUT_LAB"] or controls.button_guard_on(),
         ),
         status,
         headers or {},
