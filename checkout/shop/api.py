@@ -115,6 +115,29 @@ def api_fingerprint(body: Normalized, endpoint: str = API_ENDPOINT) -> str:
     return fingerprint(fingerprint_secret(), "POST", endpoint, body.normalized())
 
 
+class RequestRefused(Exception):
+    """A request refused before the engine is asked: its answer, stored nowhere."""
+
+    def __init__(self, response: Response) -> None:
+        super().__init__(response.status)
+        self.response = response
+
+
+@bp.errorhandler(RequestRefused)
+def _refused(error: RequestRefused) -> Response:
+    return error.response
+
+
+def _keyed_json(empty_is: Any = None) -> tuple[str, Any]:
+    """The request's key and JSON body, in that order of refusal (400 for the key, then 415, 400)."""
+    key, refused = _idempotency_key()
+    if refused is None:
+        body, refused = _read_json() if empty_is is None else _read_json(empty_is=empty_is)
+    if refused is not None:
+        raise RequestRefused(refused)
+    return key, body
+
+
 def _idempotency_key() -> tuple[str, Response | None]:
     """The request's key, or the 400 that refuses it (missing, malformed, or more than one)."""
     try:
@@ -217,12 +240,7 @@ def _read_json(empty_is: Any = _NOTHING) -> tuple[Any, Response | None]:
 @bp.post("/orders")
 def create_order() -> Response:
     customer = _customer()
-    key, refused = _idempotency_key()
-    if refused is not None:
-        return refused
-    body, refused = _read_json()
-    if refused is not None:
-        return refused
+    key, body = _keyed_json()
     parsed, errors = parse_order(body)
     if parsed is None:
         # Nothing is stored: the client may fix the body and reuse the key.
@@ -312,12 +330,7 @@ def _reason(raw: object) -> str:
 @bp.post("/orders/<order_id>/refunds")
 def create_refund(order_id: str) -> Response:
     customer = _customer()
-    key, refused = _idempotency_key()
-    if refused is not None:
-        return refused
-    body, refused = _read_json(empty_is={})
-    if refused is not None:
-        return refused
+    key, body = _keyed_json(empty_is={})
     parsed, errors = parse_refund(body)
     if parsed is None:
         return problem(422, "Invalid refund", "Some fields are invalid.", errors=errors)
@@ -352,12 +365,7 @@ def get_refund(order_id: str, refund_id: str) -> Response:
 def create_payment() -> Response:
     """``{"orderId", "amount", "currency", "card_number"?}``: one charge per key, one paid payment per orderId."""
     customer = _customer()
-    key, refused = _idempotency_key()
-    if refused is not None:
-        return refused
-    body, refused = _read_json()
-    if refused is not None:
-        return refused
+    key, body = _keyed_json()
     parsed, errors = parse_payment(body)
     if parsed is None:
         # Nothing is stored: the client may fix the body and reuse the key.
