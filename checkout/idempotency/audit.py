@@ -68,7 +68,12 @@ def request_tag() -> str | None:
 
 
 def note(scope: Scope, name: enum.StrEnum, **detail: Any) -> None:
-    """Add an audit event to the current unit of work (tagged with the HTTP request, if there is one)."""
+    """Add an audit event to the current unit of work (tagged with the HTTP request, if there is one).
+
+    A request with no key (the lab's unsafe twins) has no trail: the trail is kept per key.
+    """
+    if not scope.key:
+        return
     detail.setdefault(REQUEST_TAG, request_tag())
     session = db.session()
     session.info.setdefault(_PENDING, []).append(

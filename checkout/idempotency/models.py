@@ -18,13 +18,8 @@ from checkout.database import Base, BigId, UTCDateTime, utcnow
 from checkout.idempotency.types import COMPLETED, IN_PROGRESS, STARTED
 
 
-class IdempotencyRecord(Base):
-    __tablename__ = "idempotency_records"
-    __table_args__ = (
-        sa.UniqueConstraint("customer", "endpoint", "key"),
-        sa.CheckConstraint(f"state IN ('{IN_PROGRESS}', '{COMPLETED}')", name="state"),
-        sa.Index("ix_idempotency_records_expires_at", "expires_at"),
-    )
+class RecordColumns:
+    """What a record holds (the lab's wrong stores keep the same columns under other constraints)."""
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
     customer: Mapped[str] = mapped_column(sa.String(64))
@@ -48,6 +43,15 @@ class IdempotencyRecord(Base):
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     completed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
+class IdempotencyRecord(RecordColumns, Base):
+    __tablename__ = "idempotency_records"
+    __table_args__ = (
+        sa.UniqueConstraint("customer", "endpoint", "key"),  # the database itself refuses a second claim
+        sa.CheckConstraint(f"state IN ('{IN_PROGRESS}', '{COMPLETED}')", name="state"),
+        sa.Index("ix_idempotency_records_expires_at", "expires_at"),
+    )
 
 
 class IdempotencyEvent(Base):

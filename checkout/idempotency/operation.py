@@ -1,23 +1,16 @@
-"""The right to run one operation: owner-checked transactions, recovery points, the stored answer."""
+"""The right to run one operation: its record held in a store, its recovery point, its answer."""
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import timedelta
 from typing import Any
 
-import sqlalchemy as sa
-
-from checkout.database import table_of, utcnow
-from checkout.extensions import db
-from checkout.idempotency.audit import note, worker_name
-from checkout.idempotency.models import IdempotencyRecord
+from checkout.idempotency.audit import note
+from checkout.idempotency.store import Held, RecordStore
 from checkout.idempotency.types import (
-    COMPLETED,
     FINISHED,
-    IN_PROGRESS,
     Complete,
     Event,
     LeaseLost,
@@ -29,60 +22,52 @@ from checkout.idempotency.types import (
 )
 from checkout.transactions import writing
 
-records = table_of(IdempotencyRecord)
-
-# Built once: the columns to SET come with each execution's parameters.
-_OWNED_UPDATE = (
-    sa.update(records)
-    .where(
-        records.c.id == sa.bindparam("_id"),
-        records.c.locked_by == sa.bindparam("_owner"),
-        records.c.state == IN_PROGRESS,
-    )
-    .returning(records.c.duplicates)
-)
-
 
 class Operation:
-    """The right to run one operation, as long as our owner token holds."""
+    """The right to run one operation, as long as our owner token holds in the store."""
 
-    def __init__(
-        self, scope: Scope, record_id: int, owner: str, recovery_point: str, *, resumed: bool, settings: Settings
-    ) -> None:
+    def __init__(self, store: RecordStore, scope: Scope, held: Held, *, resumed: bool, settings: Settings) -> None:
+        self.store = store
         self.scope = scope
-        self.record_id = record_id
-        self.owner = owner
-        self.recovery_point = recovery_point
+        self.held = held
         self.resumed = resumed
         self.settings = settings
-        self.reference: str | None = None
         self.duplicates = 0
         self.response: StoredResponse | None = None  # set once the operation completes
-        self._checked = False  # whether the current unit of work has checked our lease yet
+        self._checked = False  # whether the current unit of work has written our record yet
 
-    def _owned_update(self, **values: Any) -> Any:
-        """UPDATE our record, only while we own it; returns the row's duplicates count."""
-        row = db.session.execute(
-            _OWNED_UPDATE, {"_id": self.record_id, "_owner": self.owner, "updated_at": utcnow(), **values}
-        ).first()
-        if row is None:
-            raise LeaseLost(f"operation {self.scope.key!r} is no longer ours")
-        self._checked = True
-        return row[0]
+    @property
+    def owner(self) -> str:
+        """Our random token: the store lets a write through only while it is the record's."""
+        return self.held.owner
+
+    @property
+    def recovery_point(self) -> str:
+        return self.held.recovery_point
+
+    @property
+    def reference(self) -> str | None:
+        """What the operation made (an order's id): saved with its next step, shown to duplicates."""
+        return self.held.reference
+
+    @reference.setter
+    def reference(self, value: str | None) -> None:
+        self.held.reference = value
 
     def renew_lease(self) -> None:
-        self._owned_update(locked_until=utcnow() + timedelta(seconds=self.settings.lease_seconds))
+        self.duplicates = self.store.save_step(self.held, MoveTo(self.recovery_point), self.settings)
+        self._checked = True
 
     @contextmanager
     def owned(self) -> Iterator[None]:
-        """One unit of work that ends with an owner-checked UPDATE of our record.
+        """One unit of work that ends with an owner-checked write of our record.
 
-        The block must end the phase with ``apply`` (or it renews the lease),
-        whose UPDATE matches only while our owner token holds. If another
-        worker took the operation over meanwhile, it raises LeaseLost and the
-        whole transaction rolls back: nothing a lost owner wrote survives.
-        (On PostgreSQL every phase locks the rows it changes before the record
-        row, and a takeover locks only the record row: no lock cycle.)
+        The block ends the phase with ``apply`` (or the lease is renewed),
+        which matches only while our owner token holds. If another worker took
+        the operation over meanwhile, LeaseLost rolls the whole transaction
+        back: nothing a lost owner wrote survives. (On PostgreSQL every phase
+        locks the rows it changes before the record row, and a takeover locks
+        only the record row: no lock cycle.)
         """
         self._checked = False
         with writing():
@@ -91,36 +76,18 @@ class Operation:
                 self.renew_lease()
 
     def apply(self, step: Step) -> None:
-        """End a phase, inside its transaction: move the recovery point (renewing the lease), or store the answer."""
-        if isinstance(step, MoveTo):
-            self._owned_update(
-                recovery_point=step.recovery_point,
-                reference=self.reference,
-                locked_until=utcnow() + timedelta(seconds=self.settings.lease_seconds),
-            )
-            self.recovery_point = step.recovery_point
-        elif isinstance(step, Complete):
-            self._store(step.response)
-        else:
+        """End a phase, inside the transaction the caller holds: move the recovery point (renewing the
+        lease), or store the answer. LeaseLost if the record is no longer ours."""
+        if not isinstance(step, MoveTo | Complete):
             raise TypeError(f"a phase must end with MoveTo or Complete, not {step!r}")
-
-    def _store(self, response: StoredResponse) -> None:
-        now = utcnow()
-        self.duplicates = self._owned_update(
-            state=COMPLETED,
-            recovery_point=FINISHED,
-            reference=self.reference,
-            response_status=response.status,
-            response_headers=dict(response.headers),
-            response_body=response.body,
-            completed_at=now,
-            locked_by=None,
-            locked_until=None,
-            worker=None,
-        )
-        note(self.scope, Event.COMPLETED, status=response.status)
-        self.recovery_point = FINISHED
-        self.response = response
+        self.duplicates = self.store.save_step(self.held, step, self.settings)
+        self._checked = True
+        if isinstance(step, MoveTo):
+            self.held.recovery_point = step.recovery_point
+            return
+        note(self.scope, Event.COMPLETED, status=step.response.status)
+        self.held.recovery_point = FINISHED
+        self.response = step.response
 
     def note(self, event: enum.StrEnum, **detail: Any) -> None:
         note(self.scope, event, **detail)
@@ -132,10 +99,9 @@ class Operation:
         """
         with writing():
             try:
-                self._owned_update(locked_by=None, locked_until=None, worker=None)
-                released = True
-            except LeaseLost:
-                released = False  # the new owner holds the lease; only the audit is ours to write
+                released = self.store.release(self.held)
+            except Exception:  # a store that does not answer: the lease runs out by itself
+                released = False
             if event:
                 note(self.scope, event, **detail)
             if released:
@@ -143,21 +109,7 @@ class Operation:
 
     def discard(self, reason: str) -> None:
         """Delete the record (nothing happened under it), so the next retry starts afresh."""
-        with writing() as session:
-            deleted = session.execute(
-                sa.delete(records)
-                .where(records.c.id == self.record_id, records.c.locked_by == self.owner)
-                .returning(records.c.id)
-            ).first()
-            if deleted is None:
+        with writing():
+            if not self.store.discard(self.held):
                 raise LeaseLost(f"operation {self.scope.key!r} is no longer ours")
             note(self.scope, Event.DISCARDED, reason=reason)
-
-
-def lease_values(owner: str, settings: Settings) -> dict[str, Any]:
-    """The columns of a fresh lease held by this worker."""
-    return {
-        "locked_by": owner,
-        "worker": worker_name(),
-        "locked_until": utcnow() + timedelta(seconds=settings.lease_seconds),
-    }

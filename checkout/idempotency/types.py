@@ -34,6 +34,7 @@ class Event(enum.StrEnum):
     RECONCILE_STARTED = "reconcile_started"
     RELEASED = "released"
     LEASE_LOST = "lease_lost"
+    RECORD_LOST = "record_lost"  # a store outside the transaction lost the record after its phase committed
     DISCARDED = "discarded"
     COMPLETED = "completed"
 
@@ -153,7 +154,7 @@ Outcome = Done | InProgress | Mismatch | Unfinished | Refused
 class RecordView:
     """What a view may know about a record: never the ORM row."""
 
-    id: int
+    id: int | str
     scope: Scope
     fingerprint: str
     state: str
