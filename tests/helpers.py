@@ -189,11 +189,9 @@ def claim_as_a_dying_worker(
     Returns what the claim returned: an Operation, or what the key's existing record means.
     """
     from checkout.idempotency import Scope, Settings, begin
-    from checkout.shop.api import api_fingerprint
     from checkout.shop.models import Customer
-    from checkout.shop.placement import OrderRequest, PlaceOrder
+    from checkout.shop.placement import SAFE, OrderRequest, PlaceOrder, keyed_fingerprint
     from checkout.shop.responders import ApiResponder
-    from checkout.shop.runtime import gateway
     from checkout.shop.validation import parse_order
 
     with app.app_context():
@@ -204,8 +202,8 @@ def claim_as_a_dying_worker(
         request = OrderRequest(customer_id, key, parsed.email, parsed.card_number, items=parsed.items)
         operation = begin(
             Scope("cus_demo_alice", API_ENDPOINT, key),
-            api_fingerprint(parsed),
-            PlaceOrder(request, ApiResponder(), gateway()).phases(),
+            keyed_fingerprint(API_ENDPOINT, parsed.normalized()),
+            PlaceOrder(request, ApiResponder(), SAFE).phases(),
             settings=Settings(lease_seconds=lease_seconds),
         )
         db.session.remove()
@@ -282,11 +280,11 @@ class SameInstantLooks:
 
         real_peek = engine.peek
 
-        def peek(scope: Any) -> Any:
+        def peek(scope: Any, *store: Any) -> Any:
             with self._lock:
                 hold = self._held < self.count
                 self._held += int(hold)
-            view = real_peek(scope)
+            view = real_peek(scope, *store)
             if hold:
                 with self._lock:
                     self.found.append(view is not None)

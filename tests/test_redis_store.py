@@ -360,3 +360,46 @@ def test_with_the_lab_off_the_redis_route_and_page_are_404(
     csrf = form_fields(client.get("/").get_data(as_text=True), form_id=None)["csrf_token"]  # a valid form, still 404
     assert client.post("/lab/stores/redis/forget", data={"csrf_token": csrf}).status_code == 404
     assert ledger.orders() == []
+
+
+def test_a_request_that_loses_the_redis_claim_race_is_received_once_and_counted_as_a_conflict(
+    live_server: LiveServer, ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The one engine over Redis: both requests find no record; SET NX picks one, and the loser is
+    received and counted as a conflict like a loser of the SQL claim (it was neither, on its own engine)."""
+    from tests.helpers import SameInstantLooks
+
+    looks = SameInstantLooks(2).install(monkeypatch)
+    key = str(uuid.uuid4())
+    replies = race(
+        2,
+        lambda _i: post_json(
+            f"{live_server.url}{ROUTE}", order_body(card=SLOW_CARD), {**ALICE, "Idempotency-Key": key}
+        ),
+    )
+
+    assert looks.met
+    assert sorted(r.status for r in replies) == [201, 409]
+    events = [e.name for e in ledger.rows(IdempotencyEvent) if e.key == key]
+    assert events.count("received") == 2
+    assert events.count("claimed") == 1 and events.count("conflict") == 1
+    assert len(ledger.orders()) == 1 and len(ledger.succeeded_charges()) == 1
+
+
+@pytest.mark.slow
+def test_past_a_few_waiters_a_duplicate_on_redis_is_answered_at_once(live_server: LiveServer, ledger: Ledger) -> None:
+    """The starvation guard holds on Redis too: only a few duplicates of a key wait in a worker
+    (``CHECKOUT_WAITERS_PER_KEY``, 2 by default); the rest are answered 409 at once."""
+    key = str(uuid.uuid4())
+    url = f"{live_server.url}{ROUTE}"
+    first = threading.Thread(
+        target=post_json, args=(url, order_body(card=SLOW_CARD), {**ALICE, "Idempotency-Key": key})
+    )
+    first.start()
+    wait_for(lambda: ledger.worker_of("gateway_called"))
+    waiting = {**ALICE, "Idempotency-Key": key, "Prefer": "wait=10"}
+    replies = race(6, lambda _i: post_json(url, order_body(card=SLOW_CARD), waiting))
+    first.join()
+
+    assert sorted(r.status for r in replies).count(409) >= 6 - 2, [r.status for r in replies]
+    assert len(ledger.orders()) == 1 and len(ledger.succeeded_charges()) == 1

@@ -33,19 +33,11 @@ Without Redis (``CHECKOUT_REDIS_URL`` unset, or no answer) the route answers
 from __future__ import annotations
 
 import base64
-import contextlib
-import enum
-import hmac
 import json
-import math
-import secrets
-import threading
 import time
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from functools import partial
-from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
@@ -62,43 +54,27 @@ from checkout.idempotency import (
     IN_PROGRESS,
     STARTED,
     Complete,
-    Done,
-    Event,
-    InProgress,
     LeaseLost,
-    Mismatch,
     MoveTo,
-    Operation,
-    Outcome,
-    Phase,
-    Refuse,
-    Refused,
-    RetryLater,
+    RecordView,
     Scope,
     Settings,
-    Step,
     StoredResponse,
-    Unfinished,
     note,
 )
 from checkout.idempotency.audit import worker_name
-from checkout.lab.api_twins import PlaceLabOrder, path_of
+from checkout.idempotency.store import Held
 from checkout.shop.models import PENDING, Customer, Order
-from checkout.shop.orders import OrderView, by_public_id
-from checkout.shop.placement import ORDER_CREATED, OrderRequest, PaymentEvent, find_order, settle
+from checkout.shop.orders import by_public_id
+from checkout.shop.placement import PaymentEvent, settle
 from checkout.shop.reconcile import Reconciled, fence
-from checkout.shop.responders import ApiResponder
-from checkout.shop.runtime import gateway
-from checkout.transactions import assert_idle, reading, writing
+from checkout.transactions import reading, writing
 
 REDIS_PATH = "store:redis"
 REDIS_ENDPOINT = "POST /api/lab/stores/redis/orders"
 PREFIX = "checkout:idempotency:"
 
-# A record in progress usually finishes within seconds: a client should look again soon.
-MAX_RETRY_AFTER = 2
-ATTEMPTS = 5
-POLL_SECONDS = 0.1
+DUPLICATES = ":duplicates"  # beside each record: the requests that arrived while its lease was live
 
 # Compare-and-set: write only over exactly the value this worker wrote (or read) last.
 _SWAP = """
@@ -116,16 +92,6 @@ return 0
 """
 
 
-class RedisEvent(enum.StrEnum):
-    """What only this store records in the audit trail."""
-
-    RECORD_LOST = "record_lost"  # the record was gone (or another worker's) when this one wrote its step
-    ORDER_FOUND = "order_found"  # a new claim found the key's order still pending, and pays it on
-
-
-# --- the record ---------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class RedisRecord:
     """One key's record, as JSON in one Redis string."""
@@ -141,6 +107,7 @@ class RedisRecord:
     locked_until: float | None  # unix seconds
     reference: str | None
     created_at: float
+    updated_at: float = 0.0
     response_status: int | None = None
     response_headers: dict[str, str] | None = None
     response_body: str | None = None  # base64
@@ -171,6 +138,31 @@ class RedisRecord:
     def loads(cls, raw: str) -> RedisRecord:
         return cls(**json.loads(raw))
 
+    def view(self, raw: str, duplicates: int) -> RecordView:
+        """The engine's read model; its id is the exact value read, which a compare-and-set compares."""
+        now = time.time()
+        live = self.lease_live(now)
+        return RecordView(
+            id=raw,
+            scope=self.scope,
+            fingerprint=self.fingerprint,
+            state=self.state,
+            recovery_point=self.recovery_point,
+            lease_live=live,
+            lease_holder=self.worker if live else None,
+            locked_until=_instant(self.locked_until),
+            reference=self.reference,
+            response=self.response,
+            duplicates=duplicates,
+            created_at=_instant(self.created_at) or utcnow(),
+            updated_at=_instant(self.updated_at or self.created_at) or utcnow(),
+        )
+
+
+def _instant(seconds: float | None) -> datetime | None:
+    """Unix seconds as the aware UTC datetimes the engine compares with utcnow()."""
+    return None if seconds is None else datetime.fromtimestamp(seconds, UTC)
+
 
 @dataclass(frozen=True)
 class Found:
@@ -182,7 +174,14 @@ class Found:
 
 
 class RedisStore:
-    """Idempotency records in Redis, one string per (customer, endpoint, key)."""
+    """Idempotency records in Redis, one string per (customer, endpoint, key): the engine's port.
+
+    Its duplicates counter lives beside the record (``...:duplicates``), so
+    counting one never changes the value its owner's next compare-and-set expects.
+    """
+
+    name = "redis"
+    joins_transaction = False  # the phase's transaction commits in the database first, then its step here
 
     def __init__(self, client: redis.Redis, prefix: str = PREFIX) -> None:
         self.client = client
@@ -198,24 +197,110 @@ class RedisStore:
         raw = self.client.get(self.name_of(scope))
         return Found(RedisRecord.loads(str(raw)), str(raw)) if raw is not None else None
 
-    def claim(self, record: RedisRecord, lifetime_seconds: float) -> str | None:
-        """SET NX with an expiry: the one atomic claim. The value written, or None if the key exists."""
-        raw = record.dumps()
-        claimed = self.client.set(self.name_of(record.scope), raw, nx=True, px=int(lifetime_seconds * 1000))
-        return raw if claimed else None
+    # --- the port (checkout.idempotency.store.RecordStore) ---------------------------------
 
-    def swap(self, expected: str, record: RedisRecord) -> str | None:
-        """Replace the value only if it is still ``expected`` (its expiry kept); the new value, or None."""
+    def find(self, scope: Scope) -> RecordView | None:
+        name = self.name_of(scope)
+        raw, duplicates = self.client.mget(name, name + DUPLICATES)
+        return RedisRecord.loads(str(raw)).view(str(raw), int(duplicates or 0)) if raw is not None else None
+
+    def claim(self, scope: Scope, fingerprint: str, owner: str, settings: Settings) -> Held | None:
+        # SET NX with an expiry: the one atomic claim; the key expires by itself after its lifetime.
+        now = time.time()
+        record = RedisRecord(
+            customer=scope.customer,
+            endpoint=scope.endpoint,
+            key=scope.key,
+            fingerprint=fingerprint,
+            state=IN_PROGRESS,
+            recovery_point=STARTED,
+            owner=owner,
+            worker=worker_name(),
+            locked_until=now + settings.lease_seconds,
+            reference=None,
+            created_at=now,
+            updated_at=now,
+        )
+        raw = record.dumps()
+        if not self.client.set(self.name_of(scope), raw, nx=True, px=int(settings.lifetime_seconds * 1000)):
+            return None
+        return Held(self.name_of(scope), owner, STARTED, version=raw)
+
+    def take_over(self, record: RecordView, owner: str, settings: Settings) -> Held | None:
+        old = RedisRecord.loads(str(record.id))
+        now = time.time()
+        new = replace(old, owner=owner, worker=worker_name(), locked_until=now + settings.lease_seconds, updated_at=now)
+        raw = self._write(str(record.id), new)
+        return Held(self.name_of(old.scope), owner, old.recovery_point, old.reference, raw) if raw else None
+
+    def save_step(self, held: Held, step: MoveTo | Complete, settings: Settings) -> int:
+        mine = RedisRecord.loads(str(held.version))
+        now = time.time()
+        if isinstance(step, MoveTo):
+            new = replace(
+                mine,
+                recovery_point=step.recovery_point,
+                reference=held.reference,
+                locked_until=now + settings.lease_seconds,
+                updated_at=now,
+            )
+        else:
+            new = replace(
+                mine,
+                state=COMPLETED,
+                recovery_point=FINISHED,
+                reference=held.reference,
+                owner=None,
+                worker=None,
+                locked_until=None,
+                updated_at=now,
+                response_status=step.response.status,
+                response_headers=dict(step.response.headers),
+                response_body=base64.b64encode(step.response.body).decode(),
+            )
+        raw = self._write(str(held.version), new)
+        if raw is None:
+            raise LeaseLost(f"operation {mine.key!r}: its record in Redis is gone or someone else's")
+        held.version = raw
+        return int(self.client.get(str(held.id) + DUPLICATES) or 0)
+
+    def release(self, held: Held) -> bool:
+        mine = RedisRecord.loads(str(held.version))
+        raw = self._write(
+            str(held.version), replace(mine, owner=None, worker=None, locked_until=None, reference=held.reference)
+        )
+        if raw is not None:
+            held.version = raw
+        return raw is not None
+
+    def discard(self, held: Held) -> bool:
+        # Like the SQL store's rolled-back claim, it leaves nothing behind. If Redis does not answer,
+        # the claim expires with its lease; a retry takes it over and starts again.
+        try:
+            return bool(self._remove(keys=[str(held.id)], args=[str(held.version)]))
+        except redis.RedisError:
+            return False
+
+    def count_duplicate(self, record: RecordView) -> None:
+        name = self.name_of(record.scope) + DUPLICATES
+        with self.client.pipeline(transaction=True) as pipe:
+            pipe.incr(name)
+            pipe.expire(name, 24 * 3600)
+            pipe.execute()
+
+    def _write(self, expected: str, record: RedisRecord) -> str | None:
+        """Compare-and-set: replace the value only if it is still ``expected`` (its expiry kept)."""
         raw = record.dumps()
         return raw if self._swap(keys=[self.name_of(record.scope)], args=[expected, raw]) == 1 else None
 
-    def remove(self, expected: str, scope: Scope) -> bool:
-        return bool(self._remove(keys=[self.name_of(scope)], args=[expected]))
+    # --- the lab's page ------------------------------------------------------------------------
 
     def records(self, limit: int = 200) -> list[Found]:
         """Records now in Redis (for the lab), newest first, with their time to live."""
         names = []
         for name in self.client.scan_iter(match=self.prefix + "*", count=500):
+            if name.endswith(DUPLICATES):
+                continue
             names.append(name)
             if len(names) >= limit:
                 break
@@ -322,307 +407,6 @@ def lease_held(scope: Scope, app: Flask | None = None) -> bool:
     except (redis.RedisError, ValueError) as error:
         raise RedisUnavailable(str(error) or type(error).__name__) from error
     return found is not None and found.record.lease_live(time.time())
-
-
-# --- the operation: the engine's Operation, its record in Redis -------------------------
-
-
-class RedisOperation(Operation):
-    """The right to run one operation while our value stands in Redis.
-
-    The phases (checkout.shop.placement) work with it as with the engine's
-    Operation: ``note``, ``reference``, ``recovery_point``. What differs is
-    where a step goes: ``apply`` runs after the phase's transaction has
-    committed, and writes the step to Redis with a compare-and-set.
-    """
-
-    def __init__(self, redis_store: RedisStore, found: Found, owner: str, *, resumed: bool, settings: Settings) -> None:
-        record = found.record
-        super().__init__(record.scope, 0, owner, record.recovery_point, resumed=resumed, settings=settings)
-        self.store = redis_store
-        self.record = record
-        self.raw = found.raw
-        self.reference = record.reference
-
-    def _write(self, record: RedisRecord) -> None:
-        written = self.store.swap(self.raw, record)
-        if written is None:
-            raise LeaseLost(f"operation {self.scope.key!r}: its record in Redis is gone or someone else's")
-        self.record, self.raw = record, written
-
-    def _owned_update(self, **values: Any) -> Any:
-        raise TypeError("this operation's record lives in Redis, not in idempotency_records")
-
-    def apply(self, step: Step) -> None:
-        """Write the step to Redis (after its transaction committed); LeaseLost if the record is not ours."""
-        if isinstance(step, MoveTo):
-            self._write(
-                replace(
-                    self.record,
-                    recovery_point=step.recovery_point,
-                    reference=self.reference,
-                    locked_until=time.time() + self.settings.lease_seconds,
-                )
-            )
-            self.recovery_point = step.recovery_point
-        elif isinstance(step, Complete):
-            response = step.response
-            self._write(
-                replace(
-                    self.record,
-                    state=COMPLETED,
-                    recovery_point=FINISHED,
-                    reference=self.reference,
-                    owner=None,
-                    worker=None,
-                    locked_until=None,
-                    response_status=response.status,
-                    response_headers=dict(response.headers),
-                    response_body=base64.b64encode(response.body).decode(),
-                )
-            )
-            self.recovery_point = FINISHED
-            self.response = response
-            with writing(durable=False):
-                note(self.scope, Event.COMPLETED, status=response.status, store="redis")
-        else:
-            raise TypeError(f"a phase must end with MoveTo or Complete, not {step!r}")
-
-    def release(self, reason: str, event: enum.StrEnum | None = None, **detail: Any) -> None:
-        """Give the lease back without an outcome, so a retry resumes at once."""
-        try:
-            self._write(replace(self.record, owner=None, worker=None, locked_until=None, reference=self.reference))
-            released = True
-        except (LeaseLost, redis.RedisError):
-            released = False
-        with writing():
-            if event:
-                note(self.scope, event, **detail)
-            if released:
-                note(self.scope, Event.RELEASED, reason=reason, recovery_point=self.recovery_point)
-
-    def discard(self, reason: str) -> None:
-        """Delete our claim (nothing happened under it), so the key is usable again; like the engine's
-        rolled-back claim, it leaves nothing behind, not even an audit event."""
-        # If Redis does not answer, the claim expires with its lease; a retry takes it over and starts again.
-        with contextlib.suppress(redis.RedisError):
-            self.store.remove(self.raw, self.scope)
-
-
-# --- the engine, on Redis ------------------------------------------------------------------
-
-
-def _retry_after(record: RedisRecord, now: float) -> int:
-    if record.locked_until is None:
-        return 1
-    return min(MAX_RETRY_AFTER, max(1, math.ceil(record.locked_until - now)))
-
-
-def _claim(
-    redis_store: RedisStore, scope: Scope, fingerprint: str, first: Phase, settings: Settings
-) -> RedisOperation | Outcome | None:
-    """SET NX the record, then run the first phase in its own transaction; None if another request won."""
-    now = time.time()
-    owner = secrets.token_hex(16)
-    record = RedisRecord(
-        customer=scope.customer,
-        endpoint=scope.endpoint,
-        key=scope.key,
-        fingerprint=fingerprint,
-        state=IN_PROGRESS,
-        recovery_point=STARTED,
-        owner=owner,
-        worker=worker_name(),
-        locked_until=now + settings.lease_seconds,
-        reference=None,
-        created_at=now,
-    )
-    raw = redis_store.claim(record, settings.lifetime_seconds)
-    if raw is None:
-        return None  # the key exists: look at its record
-    operation = RedisOperation(redis_store, Found(record, raw), owner, resumed=False, settings=settings)
-    try:
-        with writing():
-            note(scope, Event.RECEIVED)
-            note(scope, Event.CLAIMED, owner=owner[:8], store="redis")
-            step = first.commit(operation, None)
-    except Refuse as refused:
-        operation.discard("refused")  # nothing is stored: the key stays usable
-        return Refused(refused.response)
-    except BaseException:
-        operation.discard("error")
-        raise
-    return _settle(operation, step)
-
-
-def _take_over(redis_store: RedisStore, found: Found, settings: Settings, *, received: bool) -> RedisOperation | None:
-    """Take an expired or released lease with a compare-and-set (None if someone else changed it first)."""
-    owner = secrets.token_hex(16)
-    record = replace(found.record, owner=owner, worker=worker_name(), locked_until=time.time() + settings.lease_seconds)
-    raw = redis_store.swap(found.raw, record)
-    if raw is None:
-        return None
-    with writing(durable=False):
-        if received:
-            note(record.scope, Event.RECEIVED)
-        note(record.scope, Event.RESUMED, recovery_point=record.recovery_point, owner=owner[:8], store="redis")
-    return RedisOperation(redis_store, Found(record, raw), owner, resumed=True, settings=settings)
-
-
-def _answer_existing(
-    redis_store: RedisStore, found: Found, fingerprint: str, settings: Settings, *, first_look: bool
-) -> RedisOperation | Outcome | None:
-    record = found.record
-    scope = record.scope
-    if not hmac.compare_digest(record.fingerprint, fingerprint):
-        with writing(durable=False):
-            if first_look:
-                note(scope, Event.RECEIVED)
-            note(scope, Event.MISMATCH, store="redis")
-        return Mismatch()
-    response = record.response
-    if record.completed and response is not None:
-        with writing(durable=False):
-            if first_look:
-                note(scope, Event.RECEIVED)
-            note(scope, Event.REPLAYED, status=response.status, store="redis")
-        return Done(response, replayed=True)
-    now = time.time()
-    if record.lease_live(now):
-        retry_after = _retry_after(record, now)
-        if first_look:
-            with writing(durable=False):
-                note(scope, Event.RECEIVED)
-                note(scope, Event.CONFLICT, retry_after=retry_after, store="redis")
-        return InProgress(retry_after, record.reference)
-    return _take_over(redis_store, found, settings, received=first_look)
-
-
-def _settle(operation: RedisOperation, step: Step) -> RedisOperation | Outcome:
-    """Write a committed phase's step to Redis. The database already holds its work, whatever Redis says."""
-    try:
-        operation.apply(step)
-    except LeaseLost:
-        with writing(durable=False):
-            note(operation.scope, RedisEvent.RECORD_LOST, recovery_point=operation.recovery_point)
-        if isinstance(step, Complete):
-            return Done(step.response, replayed=False)  # committed: the outcome is true, only its record is gone
-        # Like a worker whose lease was taken over: stop. A retry claims again and finds the order.
-        return InProgress(retry_after=1, reference=operation.reference)
-    if operation.response is not None:
-        return Done(operation.response, replayed=False)
-    return operation
-
-
-def _advance(operation: RedisOperation, phases: Mapping[str, Phase]) -> Outcome:
-    try:
-        while True:
-            phase = phases.get(operation.recovery_point)
-            if phase is None:
-                raise RuntimeError(f"{operation.scope.endpoint}: no phase resumes from {operation.recovery_point!r}")
-            value = None
-            if phase.call is not None:
-                assert_idle()
-                value = phase.call(operation)
-            with writing():
-                step = phase.commit(operation, value)
-            settled = _settle(operation, step)
-            if not isinstance(settled, RedisOperation):
-                return settled
-    except RetryLater as later:
-        operation.release(later.reason, later.event, **later.detail)
-        return Unfinished(later.retry_after, later.reason, operation.reference)
-    except BaseException:
-        db.session.rollback()
-        operation.release("error")
-        raise
-
-
-def _attempt(
-    redis_store: RedisStore,
-    scope: Scope,
-    fingerprint: str,
-    phases: Mapping[str, Phase],
-    settings: Settings,
-    *,
-    first_look: bool,
-) -> RedisOperation | Outcome:
-    for _ in range(ATTEMPTS):
-        found = redis_store.look(scope)
-        decided = (
-            _claim(redis_store, scope, fingerprint, phases[STARTED], settings)
-            if found is None
-            else _answer_existing(redis_store, found, fingerprint, settings, first_look=first_look)
-        )
-        if decided is not None:
-            return decided
-        first_look = False  # another request won a race; its record is there now
-    return InProgress(retry_after=1)
-
-
-def run_on_redis(
-    redis_store: RedisStore,
-    scope: Scope,
-    fingerprint: str,
-    phases: Mapping[str, Phase],
-    *,
-    settings: Settings,
-    wait_seconds: float = 0.0,
-) -> Outcome:
-    """The engine's ``run`` (look, claim, replay, conflict, take over, phases), its records in Redis."""
-    outcome = _attempt(redis_store, scope, fingerprint, phases, settings, first_look=True)
-    deadline = time.monotonic() + wait_seconds
-    pause = threading.Event()
-    while isinstance(outcome, InProgress) and time.monotonic() < deadline:
-        pause.wait(min(POLL_SECONDS, max(0.0, deadline - time.monotonic())))
-        found = redis_store.look(scope)
-        if found is None or found.record.completed or not found.record.lease_live(time.time()):
-            outcome = _attempt(redis_store, scope, fingerprint, phases, settings, first_look=False)
-    if isinstance(outcome, RedisOperation):
-        return _advance(outcome, phases)
-    return outcome
-
-
-# --- the payment's phases, where the orders' unique constraint takes over -----------------
-
-
-def _same_order(order: OrderView, request: OrderRequest) -> bool:
-    """Whether a pending order is what this request asks for (its record, and so its fingerprint, is gone)."""
-    asked = [(item.sku, item.quantity) for item in request.items]
-    placed = [(line.sku, line.quantity) for line in order.items]
-    return (order.email, order.card_last4, placed) == (request.email, request.card_number[-4:], asked)
-
-
-class PlaceRedisOrder(PlaceLabOrder):
-    """The payment's phases, plus what a lost record needs.
-
-    A claim after Redis forgot the key (or after a claimant died between its
-    transaction and its Redis write) may find the key's order already there.
-    A finished one: the phases answer with it, as after a purge. A pending
-    one, for the same request: this claim pays it on, under the order's own
-    gateway key (the gateway charges that key once, whoever asks). A pending
-    one for another request: 409, as the phases answer for an order in progress.
-    """
-
-    path = REDIS_PATH
-
-    def create_order(self, operation: Operation, nothing: None) -> Step:
-        pending = find_order(self.request.customer_id, self.request.idempotency_key)
-        if (
-            pending is not None
-            and pending.status == PENDING
-            and path_of(pending.id) == self.path
-            and _same_order(pending, self.request)
-        ):
-            operation.reference = pending.public_id
-            self.order = pending
-            operation.note(RedisEvent.ORDER_FOUND, order_id=pending.public_id)
-            return MoveTo(ORDER_CREATED)
-        return super().create_order(operation, nothing)
-
-
-def placement(request: OrderRequest) -> PlaceRedisOrder:
-    return PlaceRedisOrder(request, ApiResponder(), gateway())
 
 
 # --- reconcile: pending orders whose record was in Redis (registered with the shop's reconcile) ------

@@ -4,29 +4,20 @@ forget them all, in the middle of a run if you like. Lab only."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import redis
-from flask import Blueprint, Response, flash, redirect, render_template, url_for
+from flask import Blueprint, Response, flash, redirect, render_template, request, url_for
 from flask.typing import ResponseReturnValue
 
 from checkout.extensions import csrf, db
 from checkout.i18n import _, ngettext
-from checkout.idempotency import Scope
 from checkout.lab import damage, lab_only
-from checkout.lab.api_twins import read_order
-from checkout.lab.redis_store import (
-    REDIS_ENDPOINT,
-    REDIS_PATH,
-    RedisUnavailable,
-    StoreStatus,
-    placement,
-    run_on_redis,
-    status,
-    store,
-)
+from checkout.lab.redis_store import REDIS_ENDPOINT, REDIS_PATH, RedisUnavailable, StoreStatus, status, store
 from checkout.problems import problem
-from checkout.shop.api import answer, preferred_wait
+from checkout.shop.api import place_order
 from checkout.shop.forms import EmptyForm
-from checkout.shop.runtime import idempotency_settings
+from checkout.shop.placement import SAFE
 
 api_bp = lab_only(Blueprint("redis_store_api", __name__))
 csrf.exempt(api_bp)  # bearer tokens, like the API
@@ -35,49 +26,33 @@ bp = lab_only(Blueprint("redis_store", __name__))
 SHOWN = 50
 
 
-def _unavailable(detail: str, key: str, *, retry: bool) -> Response:
+def _unavailable(detail: str, *, retry: bool) -> Response:
     return problem(
         503,
         "Redis unavailable",
         detail,
         type_="redis-unavailable",
         headers={"Retry-After": "2"} if retry else None,
-        idempotency_key=key,
+        idempotency_key=request.headers.get("Idempotency-Key"),
     )
 
 
 @api_bp.post("/api/lab/stores/redis/orders")
 def create_order() -> Response:
-    """POST /api/orders with its idempotency records in Redis (see checkout.lab.redis_store)."""
-    asked = read_order()
-    if isinstance(asked, Response):
-        return asked
+    """POST /api/orders with its idempotency records in Redis: the shop's pipeline, its store swapped."""
     try:
         redis_store = store()
     except RedisUnavailable as missing:
-        return _unavailable(f"This route keeps its records in Redis, and {missing}.", asked.key, retry=False)
-    wait = preferred_wait()
+        return _unavailable(f"This route keeps its records in Redis, and {missing}.", retry=False)
     try:
-        outcome = run_on_redis(
-            redis_store,
-            Scope(asked.customer.public_id, REDIS_ENDPOINT, asked.key),
-            asked.fingerprint(REDIS_ENDPOINT),
-            placement(asked.order_request()).phases(),
-            settings=idempotency_settings(),
-            wait_seconds=wait,
-        )
+        return place_order(replace(SAFE, endpoint=REDIS_ENDPOINT, path=REDIS_PATH, store=redis_store))
     except redis.RedisError as error:
         db.session.rollback()
         return _unavailable(
             f"Redis did not answer ({error}). Retry with the same Idempotency-Key: the order's unique key "
             "in the database still keeps it to one order and one charge.",
-            asked.key,
             retry=True,
         )
-    response = answer(outcome, asked.key)
-    if wait:
-        response.headers["Preference-Applied"] = f"wait={wait}"
-    return response
 
 
 @bp.app_template_global()
