@@ -42,9 +42,9 @@ def payments_of(ledger: Ledger, *where: Any) -> list[Payment]:
 def claim_payment_as_a_dying_worker(app: Flask, key: str, body: dict[str, Any], *, lease_seconds: float = 30) -> object:
     """Do what POST /api/payments does for alice up to its first phase (the payment row exists), then die."""
     from checkout.idempotency import Scope, Settings, begin
-    from checkout.shop.api import api_fingerprint
     from checkout.shop.models import Customer
     from checkout.shop.payments import PaymentRequest, PlacePayment, parse_payment
+    from checkout.shop.placement import keyed_fingerprint
     from checkout.shop.responders import API_PAYMENTS, ApiPaymentResponder
     from checkout.shop.runtime import gateway
 
@@ -55,7 +55,7 @@ def claim_payment_as_a_dying_worker(app: Flask, key: str, body: dict[str, Any], 
         assert customer_id is not None
         operation = begin(
             Scope("cus_demo_alice", API_PAYMENTS, key),
-            api_fingerprint(parsed, API_PAYMENTS),
+            keyed_fingerprint(API_PAYMENTS, parsed.normalized()),
             PlacePayment(PaymentRequest(customer_id, key, parsed), ApiPaymentResponder(), gateway()).phases(),
             settings=Settings(lease_seconds=lease_seconds),
         )

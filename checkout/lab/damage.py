@@ -135,7 +135,10 @@ def purchases(*, prefix: str | None = None) -> list[Purchase]:
             sa.func.max(Order.updated_at).label("last_activity"),
         )
         .join(Customer, Customer.id == Order.customer_id)
-        .outerjoin(charged, charged.c.reference == Order.public_id)
+        # A charge's reference is its order's id (or, for a twin that charges per attempt, the id and "/<attempt>").
+        .outerjoin(
+            charged, sa.or_(charged.c.reference == Order.public_id, charged.c.reference.like(Order.public_id + "/%"))
+        )
         .group_by(ref, Order.path, Customer.name, Customer.public_id)
     )
     if prefix:

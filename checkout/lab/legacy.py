@@ -22,28 +22,20 @@ second charge, and the damage table and the report show it.
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass, replace
 
 from flask import Blueprint, Flask, Response, current_app
 
 from checkout.extensions import csrf
-from checkout.gateway import CardDeclined, GatewayTimeout, GatewayUnavailable
 from checkout.gateway.legacy import LegacyGateway
-from checkout.idempotency import Operation, RetryLater, Scope, run
+from checkout.idempotency import Operation
 from checkout.lab import lab_only
-from checkout.lab.api_twins import AskedOrder, PlaceLabOrder, read_order
-from checkout.shop.api import answer, preferred_wait
-from checkout.shop.models import PENDING
-from checkout.shop.placement import ALREADY_FINAL, GatewayAnswer, OrderRequest, PaymentEvent
-from checkout.shop.responders import ApiResponder
-from checkout.shop.runtime import gateway, idempotency_settings
+from checkout.shop.api import place_order
+from checkout.shop.orders import OrderView
+from checkout.shop.placement import SAFE, GatewayAnswer, GatewayCall, ask
 
 bp = lab_only(Blueprint("legacy_gateway", __name__))
 csrf.exempt(bp)  # bearer tokens, like the API
-
-LEGACY_PATH = "legacy-gateway"
-NO_LOOKUP_PATH = "legacy-gateway:no-lookup"
-LEGACY_ENDPOINT = "POST /api/lab/legacy-gateway/orders"
-NO_LOOKUP_ENDPOINT = "POST /api/lab/legacy-gateway/no-lookup/orders"
 
 
 class LegacyEvent(enum.StrEnum):
@@ -67,27 +59,22 @@ def legacy_gateway(app: Flask | None = None) -> LegacyGateway:
     return found
 
 
-class PayThroughLegacyGateway(PlaceLabOrder):
-    """The payment's phases with the charge made through the legacy interface.
+@dataclass(frozen=True)
+class LegacyProvider:
+    """The provider part, swapped: the gateway's legacy interface, which takes no key (every call charges).
 
     ``look_up_first`` is the defence: before any retry of the charge, ask the
-    gateway for the charges of the order's reference. The twin turns it off.
+    gateway for the charges of the order's reference. The wrong twin turns it off.
     """
 
-    def __init__(self, request: OrderRequest, legacy: LegacyGateway, *, look_up_first: bool = True) -> None:
-        super().__init__(request, ApiResponder(), gateway())
-        self.legacy = legacy
-        self.look_up_first = look_up_first
-        self.path = LEGACY_PATH if look_up_first else NO_LOOKUP_PATH
+    look_up_first: bool = True
 
-    def charge(self, operation: Operation) -> GatewayAnswer:
-        order = self._order(operation)
-        if order.status != PENDING:
-            return ALREADY_FINAL  # finished meanwhile (by another retry)
+    def charge(self, operation: Operation, order: OrderView, call: GatewayCall, card_number: str) -> GatewayAnswer:
+        legacy = legacy_gateway()
         # A resumed payment may have charged already (its answer lost, its worker dead): a gateway without
         # keys would charge again, so ask it first. A first attempt created its order a moment ago: nothing to find.
         if operation.resumed and self.look_up_first:
-            earlier = self.legacy.find_by_reference(order.public_id)
+            earlier = legacy.find_by_reference(call.reference)
             found = next((c for c in earlier if c.succeeded), earlier[-1] if earlier else None)
             operation.note(
                 LegacyEvent.LOOKED_UP,
@@ -97,58 +84,35 @@ class PayThroughLegacyGateway(PlaceLabOrder):
             )
             if found is not None:
                 return GatewayAnswer.of(found)
-        try:
-            charge = self.legacy.charge(
+        return ask(
+            order,
+            lambda: legacy.charge(
                 amount_cents=order.total_cents,
                 currency=order.currency,
-                card_number=self.request.card_number,
-                reference=order.public_id,
-            )
-        except CardDeclined as declined:
-            return GatewayAnswer.of(declined.charge)
-        except GatewayUnavailable as unavailable:
-            raise RetryLater(
-                "the payment gateway is unavailable; nothing was charged",
-                event=PaymentEvent.GATEWAY_UNAVAILABLE,
-                order_id=order.public_id,
-            ) from unavailable
-        except GatewayTimeout as timeout:
-            raise RetryLater(
-                "the payment gateway did not answer in time",
-                event=PaymentEvent.ANSWER_LOST,
-                order_id=order.public_id,
-            ) from timeout
-        return GatewayAnswer.of(charge)
+                card_number=card_number,
+                reference=call.reference,
+            ),
+        )
 
 
-def _place(asked: AskedOrder, endpoint: str, *, look_up_first: bool) -> Response:
-    wait = preferred_wait()
-    outcome = run(
-        Scope(asked.customer.public_id, endpoint, asked.key),
-        asked.fingerprint(endpoint),
-        PayThroughLegacyGateway(asked.order_request(), legacy_gateway(), look_up_first=look_up_first).phases(),
-        settings=idempotency_settings(),
-        wait_seconds=wait,
-    )
-    response = answer(outcome, asked.key)
-    if wait:
-        response.headers["Preference-Applied"] = f"wait={wait}"
-    return response
+LEGACY = replace(SAFE, endpoint="POST /api/lab/legacy-gateway/orders", path="legacy-gateway", provider=LegacyProvider())
+NO_LOOKUP = replace(
+    SAFE,
+    endpoint="POST /api/lab/legacy-gateway/no-lookup/orders",
+    path="legacy-gateway:no-lookup",
+    provider=LegacyProvider(look_up_first=False),
+)
+LEGACY_PATH, NO_LOOKUP_PATH = LEGACY.path, NO_LOOKUP.path
+LEGACY_ENDPOINT, NO_LOOKUP_ENDPOINT = LEGACY.endpoint, NO_LOOKUP.endpoint
 
 
 @bp.post("/api/lab/legacy-gateway/orders")
 def create_order() -> Response:
     """POST /api/orders, paid through the legacy gateway; the charge is looked up by reference before any retry."""
-    asked = read_order()
-    if isinstance(asked, Response):
-        return asked
-    return _place(asked, LEGACY_ENDPOINT, look_up_first=True)
+    return place_order(LEGACY)
 
 
 @bp.post("/api/lab/legacy-gateway/no-lookup/orders")
 def create_order_without_lookup() -> Response:
     """DELIBERATELY WRONG, for the workshop: the same, but a retry charges again without looking first."""
-    asked = read_order()
-    if isinstance(asked, Response):
-        return asked
-    return _place(asked, NO_LOOKUP_ENDPOINT, look_up_first=False)
+    return place_order(NO_LOOKUP)

@@ -11,7 +11,7 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Any
 
 import sqlalchemy as sa
 from flask import Blueprint, Response, request
@@ -28,10 +28,11 @@ from checkout.idempotency import (
     Scope,
     StoredResponse,
     Unfinished,
-    fingerprint,
     parse_key,
     run,
 )
+from checkout.idempotency.sql_store import SQL_STORE
+from checkout.idempotency.store import RecordStore
 from checkout.problems import json_bytes, problem
 from checkout.shop import parsing, payments
 from checkout.shop.identity import ApiCustomer, api_customer
@@ -39,10 +40,10 @@ from checkout.shop.models import Product
 from checkout.shop.orders import refund_by_public_id, view_of
 from checkout.shop.orders_page import order_of, orders_of
 from checkout.shop.payments import PaymentRequest, PlacePayment, parse_payment
-from checkout.shop.placement import OrderRequest, PlaceOrder
+from checkout.shop.placement import SAFE, OrderRequest, Pipeline, PlaceOrder, keyed_fingerprint
 from checkout.shop.refunds import API_REFUNDS, ApiRefundResponder, PlaceRefund, RefundRequest
-from checkout.shop.responders import API_ENDPOINT, API_PAYMENTS, ApiPaymentResponder, ApiResponder, key_reused
-from checkout.shop.runtime import fingerprint_secret, gateway, idempotency_settings
+from checkout.shop.responders import API_PAYMENTS, ApiPaymentResponder, ApiResponder, key_reused
+from checkout.shop.runtime import gateway, idempotency_settings
 from checkout.shop.validation import parse_order
 
 bp = Blueprint("api", __name__, url_prefix="/api")
@@ -63,7 +64,7 @@ def _customer() -> ApiCustomer:
     return customer
 
 
-@bp.errorhandler(Unauthorized)
+@bp.app_errorhandler(Unauthorized)
 def _unauthorized(_error: Unauthorized) -> Response:
     return problem(
         401,
@@ -105,16 +106,6 @@ def get_order(order_id: str) -> Response:
     return _json(view_of(order).to_json())
 
 
-class Normalized(Protocol):
-    def normalized(self) -> dict[str, Any]: ...
-
-
-def api_fingerprint(body: Normalized, endpoint: str = API_ENDPOINT) -> str:
-    """The fingerprint of a validated request body (an order's unless ``endpoint`` says otherwise):
-    also what tests use to play a worker that claimed a key."""
-    return fingerprint(fingerprint_secret(), "POST", endpoint, body.normalized())
-
-
 class RequestRefused(Exception):
     """A request refused before the engine is asked: its answer, stored nowhere."""
 
@@ -123,14 +114,17 @@ class RequestRefused(Exception):
         self.response = response
 
 
-@bp.errorhandler(RequestRefused)
+@bp.app_errorhandler(RequestRefused)
 def _refused(error: RequestRefused) -> Response:
     return error.response
 
 
-def _keyed_json(empty_is: Any = None) -> tuple[str, Any]:
-    """The request's key and JSON body, in that order of refusal (400 for the key, then 415, 400)."""
-    key, refused = _idempotency_key()
+def _keyed_json(empty_is: Any = None, *, takes_key: bool = True) -> tuple[str, Any]:
+    """The request's key and JSON body, in that order of refusal (400 for the key, then 415, 400).
+
+    ``takes_key=False`` leaves the Idempotency-Key header unread (the key is ""): no store to keep it.
+    """
+    key, refused = _idempotency_key() if takes_key else ("", None)
     if refused is None:
         body, refused = _read_json() if empty_is is None else _read_json(empty_is=empty_is)
     if refused is not None:
@@ -157,6 +151,7 @@ def _run(
     reference_name: str = "order_id",
     resource: Resource | None = None,
     card_number: str | None = None,
+    store: RecordStore | None = SQL_STORE,
 ) -> Response:
     """Run an endpoint's phases once per key, waiting as ``Prefer: wait`` asks, and answer the outcome.
 
@@ -168,7 +163,7 @@ def _run(
     settings = idempotency_settings()
     if card_number is not None:  # a duplicate's Retry-After: when a charge with this card should be answered
         settings = replace(settings, expected_call_seconds=gateway().expected_seconds(card_number))
-    outcome = run(scope, request_fingerprint, phases, settings=settings, wait_seconds=wait)
+    outcome = run(scope, request_fingerprint, phases, settings=settings, wait_seconds=wait, store=store)
     applied = [f"wait={wait}"] if wait else []
     response = None
     if resource is not None and prefers_async() and isinstance(outcome, InProgress | Unfinished) and outcome.reference:
@@ -239,8 +234,14 @@ def _read_json(empty_is: Any = _NOTHING) -> tuple[Any, Response | None]:
 
 @bp.post("/orders")
 def create_order() -> Response:
+    return place_order(SAFE)
+
+
+def place_order(pipeline: Pipeline) -> Response:
+    """``POST /api/orders`` through ``pipeline``: the shop's own, or one of the lab's variants (the
+    same reading, the same answers; only the pipeline's one swapped part differs)."""
     customer = _customer()
-    key, body = _keyed_json()
+    key, body = _keyed_json(takes_key=pipeline.store is not None)
     parsed, errors = parse_order(body)
     if parsed is None:
         # Nothing is stored: the client may fix the body and reuse the key.
@@ -255,11 +256,12 @@ def create_order() -> Response:
         purchase_ref=parsed.purchase,
     )
     return _run(
-        Scope(customer.public_id, API_ENDPOINT, key),
-        api_fingerprint(parsed),
-        PlaceOrder(order_request, ApiResponder(), gateway()).phases(),
+        pipeline.scope_of(customer.public_id, pipeline.endpoint, key),
+        pipeline.fingerprint_of(pipeline.endpoint, parsed.normalized()),
+        PlaceOrder(order_request, ApiResponder(), pipeline).phases(),
         resource=_order_resource(customer.id),
         card_number=parsed.card_number,
+        store=pipeline.store,
     )
 
 
@@ -329,23 +331,33 @@ def _reason(raw: object) -> str:
 
 @bp.post("/orders/<order_id>/refunds")
 def create_refund(order_id: str) -> Response:
+    return refund_order(order_id, REFUNDS)
+
+
+REFUNDS = Pipeline(API_REFUNDS)
+
+
+def refund_order(order_id: str, pipeline: Pipeline) -> Response:
+    """``POST /api/orders/<id>/refunds`` through ``pipeline`` (its store, scope, fingerprint and key rule)."""
     customer = _customer()
-    key, body = _keyed_json(empty_is={})
+    key, body = _keyed_json(empty_is={}, takes_key=pipeline.store is not None)
     parsed, errors = parse_refund(body)
     if parsed is None:
         return problem(422, "Invalid refund", "Some fields are invalid.", errors=errors)
     if order_of(customer.id, order_id) is None:
         return problem(404, "Not found", "No such order for this customer.")
     return _run(
-        Scope(customer.public_id, API_REFUNDS, key),
+        pipeline.scope_of(customer.public_id, pipeline.endpoint, key),
         # The scope is the route template; the fingerprint covers the order, so one key for two orders is a 422.
-        fingerprint(fingerprint_secret(), "POST", API_REFUNDS, {"order_id": order_id, **parsed}),
+        pipeline.fingerprint_of(pipeline.endpoint, {"order_id": order_id, **parsed}),
         PlaceRefund(
-            RefundRequest(customer.id, order_id, key, parsed["amount_cents"], parsed["reason"]),
+            RefundRequest(customer.id, order_id, pipeline.order_key_of(key), parsed["amount_cents"], parsed["reason"]),
             ApiRefundResponder(),
             gateway(),
+            pipeline.path,
         ).phases(),
         reference_name="refund_id",
+        store=pipeline.store,
     )
 
 
@@ -372,7 +384,7 @@ def create_payment() -> Response:
         return problem(422, "Invalid payment", "Some fields are invalid.", errors=errors)
     return _run(
         Scope(customer.public_id, API_PAYMENTS, key),
-        api_fingerprint(parsed, API_PAYMENTS),
+        keyed_fingerprint(API_PAYMENTS, parsed.normalized()),
         PlacePayment(PaymentRequest(customer.id, key, parsed), ApiPaymentResponder(), gateway()).phases(),
         reference_name="payment_id",
         resource=_payment_resource(customer.id),

@@ -37,9 +37,9 @@ from checkout.shop.identity import browser_customer_id, browser_identity, known_
 from checkout.shop.lines import Line
 from checkout.shop.models import PENDING, WAS_PAID, Order, Product
 from checkout.shop.orders_page import remember_replay
-from checkout.shop.placement import CartVersion, OrderRequest, PlaceOrder, find_order
+from checkout.shop.placement import BROWSER, CartVersion, OrderRequest, PlaceOrder, find_order
 from checkout.shop.responders import BROWSER_ENDPOINT, BrowserOutcome, BrowserResponder
-from checkout.shop.runtime import fingerprint_secret, gateway, idempotency_settings
+from checkout.shop.runtime import fingerprint_secret, idempotency_settings
 from checkout.transactions import writing
 
 bp = Blueprint("checkout", __name__)
@@ -223,7 +223,7 @@ def pay() -> ResponseReturnValue:
     outcome = run(
         scope,
         request_fingerprint,
-        PlaceOrder(order_request, BrowserResponder(), gateway()).phases(),
+        PlaceOrder(order_request, BrowserResponder(), BROWSER).phases(),
         settings=idempotency_settings(),
         wait_seconds=float(current_app.config["CHECKOUT_BROWSER_WAIT_SECONDS"]),
     )

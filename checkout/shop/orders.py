@@ -193,10 +193,10 @@ def insert(values: dict[str, Any], lines: Sequence[Line]) -> OrderView | None:
     row = db.session.execute(
         insert_ignoring_conflicts(orders, db.session).returning(*_COLUMNS),
         {
+            "path": SAFE_PATH,
             **values,
             "status": PENDING,
             "cart_moved_on": False,
-            "path": SAFE_PATH,
             "refunded_cents": 0,
             "language": current_language(),
             "created_at": now,

@@ -19,21 +19,38 @@ asks again, and the transaction it would cost is saved.
 from __future__ import annotations
 
 import enum
+import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import sqlalchemy as sa
+from flask import current_app
 
-from checkout.gateway import CardDeclined, Charge, Gateway, GatewayTimeout, GatewayUnavailable, KeyVoided
+from checkout.gateway import CardDeclined, Charge, GatewayTimeout, GatewayUnavailable, KeyVoided
 from checkout.i18n import N_
-from checkout.idempotency import STARTED, Complete, MoveTo, Operation, Phase, Refuse, RetryLater, Step, StoredResponse
+from checkout.idempotency import (
+    STARTED,
+    Complete,
+    MoveTo,
+    Operation,
+    Phase,
+    Refuse,
+    RetryLater,
+    Scope,
+    Step,
+    StoredResponse,
+    fingerprint,
+)
+from checkout.idempotency.sql_store import SQL_STORE
+from checkout.idempotency.store import RecordStore
 from checkout.shop import carts, orders, stock
 from checkout.shop.lines import Line, total_of
 from checkout.shop.models import DECLINED, FAILED, PAID, PENDING, WAS_PAID, public_id
 from checkout.shop.orders import OrderView
 from checkout.shop.outcomes import end_order
 from checkout.shop.parsing import RequestedLine
-from checkout.shop.responders import Responder
+from checkout.shop.responders import API_ENDPOINT, BROWSER_ENDPOINT, Responder
 from checkout.shop.validation import price
 from checkout.transactions import reading
 
@@ -51,6 +68,7 @@ class PaymentEvent(enum.StrEnum):
     GATEWAY_UNAVAILABLE = "gateway_unavailable"
     ANSWER_LOST = "answer_lost"
     ALREADY_FINAL = "already_final"
+    ORDER_FOUND = "order_found"  # a claim found its key's order still pending (its record was lost), and pays it on
     OUT_OF_STOCK = "out_of_stock"
     RECONCILED = "reconciled"
 
@@ -94,6 +112,107 @@ def gateway_key_for(order_public_id: str) -> str:
     return f"charge-{order_public_id}"
 
 
+# --- the pipeline: one way to take a payment, its parts as parameters ----------------------
+
+
+@dataclass(frozen=True)
+class GatewayCall:
+    """What the gateway is asked under: its idempotency key, and the reference it records."""
+
+    key: str
+    reference: str
+
+
+class Provider(Protocol):
+    """Who takes the money: asked for an order under a GatewayCall; RetryLater when the outcome is unknown."""
+
+    def charge(self, operation: Operation, order: OrderView, call: GatewayCall, card_number: str) -> GatewayAnswer: ...
+
+
+def per_customer(customer: str, endpoint: str, key: str) -> Scope:
+    """A key means something only for one customer on one endpoint."""
+    return Scope(customer, endpoint, key)
+
+
+def keyed_fingerprint(endpoint: str, body: dict[str, Any]) -> str:
+    """An HMAC of the normalised body (its own secret: it covers the card number), stored with the key."""
+    return fingerprint(str(current_app.config["CHECKOUT_FINGERPRINT_SECRET"]), "POST", endpoint, body)
+
+
+def from_the_order(order: OrderView) -> GatewayCall:
+    """Derived from the order, made once: the same on every retry, resumed call and reconcile run."""
+    return GatewayCall(order.gateway_key, order.public_id)
+
+
+def the_clients_key(key: str) -> str:
+    """The order is unique per (customer, key): the last layer, which holds whatever the store forgets."""
+    return key
+
+
+def a_new_key_per_request(key: str) -> str:
+    """Each request an order of its own: the lab's twins, so that each shows its own mistake alone."""
+    return f"{key or 'unkeyed'}~{uuid.uuid4().hex}"
+
+
+class KeyedGateway:
+    """The shop's provider: the gateway charges a key once, whoever asks and however often."""
+
+    def charge(self, operation: Operation, order: OrderView, call: GatewayCall, card_number: str) -> GatewayAnswer:
+        from checkout.shop.runtime import gateway
+
+        return ask(
+            order,
+            lambda: gateway().charge(
+                gateway_key=call.key,
+                amount_cents=order.total_cents,
+                currency=order.currency,
+                card_number=card_number,
+                reference=call.reference,
+            ),
+        )
+
+
+def ask(order: OrderView, charge: Callable[[], Charge]) -> GatewayAnswer:
+    """A provider's answer; RetryLater when it cannot be known yet (down: nothing charged; timed out: maybe)."""
+    try:
+        return GatewayAnswer.of(charge())
+    except CardDeclined as declined:
+        return GatewayAnswer.of(declined.charge)
+    except KeyVoided:
+        return GatewayAnswer("voided")
+    except GatewayUnavailable as unavailable:
+        raise RetryLater(
+            N_("the payment gateway is unavailable; nothing was charged"),
+            event=PaymentEvent.GATEWAY_UNAVAILABLE,
+            order_id=order.public_id,
+        ) from unavailable
+    except GatewayTimeout as timeout:
+        raise RetryLater(
+            N_("the payment gateway did not answer in time"),
+            event=PaymentEvent.ANSWER_LOST,
+            order_id=order.public_id,
+        ) from timeout
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """One way to take a payment. The shop's is ``SAFE``; each of the lab's variants is ``SAFE`` with
+    one part swapped (checkout/lab/variants.py), so a mistake is a diff of the real code."""
+
+    endpoint: str
+    path: str = "safe"  # which checkout placed an order: the lab's damage table groups money by it
+    store: RecordStore | None = SQL_STORE  # None: no idempotency at all
+    scope_of: Callable[[str, str, str], Scope] = per_customer
+    fingerprint_of: Callable[[str, dict[str, Any]], str] = keyed_fingerprint
+    gateway_call_of: Callable[[OrderView], GatewayCall] = from_the_order
+    order_key_of: Callable[[str], str] = the_clients_key
+    provider: Provider = field(default_factory=KeyedGateway)
+
+
+SAFE = Pipeline(API_ENDPOINT)  # POST /api/orders
+BROWSER = Pipeline(BROWSER_ENDPOINT)  # POST /checkout: the same parts
+
+
 def find_order(customer_id: int, idempotency_key: str) -> OrderView | None:
     return orders.load(
         sa.and_(orders.orders.c.customer_id == customer_id, orders.orders.c.idempotency_key == idempotency_key)
@@ -103,10 +222,10 @@ def find_order(customer_id: int, idempotency_key: str) -> OrderView | None:
 class PlaceOrder:
     """The phases of one payment; ``phases()`` is what the idempotency engine runs."""
 
-    def __init__(self, request: OrderRequest, respond: Responder, gateway: Gateway) -> None:
+    def __init__(self, request: OrderRequest, respond: Responder, pipeline: Pipeline) -> None:
         self.request = request
         self.respond = respond
-        self.gateway = gateway
+        self.pipeline = pipeline
         self.order: OrderView | None = None
 
     def phases(self) -> dict[str, Phase]:
@@ -140,12 +259,18 @@ class PlaceOrder:
         # shelf is: a late retry (its key's record purged, or forgotten by Redis) or a second key for
         # this cart version finds the order that exists and gets its answer, even when that order took
         # the last item. Taking stock first would tell it "out of stock" for the stock its own order holds.
-        order, created = _insert_order(self.request, lines, currency)
+        order, created = _insert_order(self.request, self.pipeline, lines, currency)
         if not created:
             operation.reference = order.public_id
             # Found by its key (the record was purged or lost) or by its cart version (a second tab, a forged form).
             if order.status == PENDING:
-                raise Refuse(self.respond.in_progress(order))
+                if not _asked_for(order, self.request):
+                    raise Refuse(self.respond.in_progress(order))
+                # This key's own order, still pending, and its record gone (a store outside this database
+                # lost it): pay it on, under its own gateway key, which the gateway charges once.
+                operation.note(PaymentEvent.ORDER_FOUND, order_id=order.public_id)
+                self.order = order
+                return MoveTo(ORDER_CREATED)
             operation.note(PaymentEvent.ALREADY_FINAL, order_id=order.public_id, status=order.status)
             return Complete(answer_for(order, self.respond))
         short = stock.take(lines)
@@ -168,8 +293,8 @@ class PlaceOrder:
 
     def _order(self, operation: Operation) -> OrderView:
         if self.order is None:
-            with reading():  # resumed: read the order, and end the read before the gateway call
-                self.order = find_order(self.request.customer_id, self.request.idempotency_key)
+            with reading():  # resumed: read the order its record names, and end the read before the gateway call
+                self.order = orders.by_public_id(operation.reference) if operation.reference else None
             if self.order is None:
                 raise RuntimeError(f"recovery point {operation.recovery_point} but no order")
         return self.order
@@ -178,45 +303,26 @@ class PlaceOrder:
         order = self._order(operation)
         if order.status != PENDING:
             return ALREADY_FINAL  # finished meanwhile (reconcile, or the gateway's webhook)
-        try:
-            charge = self.gateway.charge(
-                gateway_key=order.gateway_key,
-                amount_cents=order.total_cents,
-                currency=order.currency,
-                card_number=self.request.card_number,
-                reference=order.public_id,
-            )
-        except CardDeclined as declined:
-            return GatewayAnswer.of(declined.charge)
-        except KeyVoided:
-            return GatewayAnswer("voided")
-        except GatewayUnavailable as unavailable:
-            raise RetryLater(
-                N_("the payment gateway is unavailable; nothing was charged"),
-                event=PaymentEvent.GATEWAY_UNAVAILABLE,
-                order_id=order.public_id,
-            ) from unavailable
-        except GatewayTimeout as timeout:
-            raise RetryLater(
-                N_("the payment gateway did not answer in time"),
-                event=PaymentEvent.ANSWER_LOST,
-                order_id=order.public_id,
-            ) from timeout
-        return GatewayAnswer.of(charge)
+        call = self.pipeline.gateway_call_of(order)
+        return self.pipeline.provider.charge(operation, order, call, self.request.card_number)
 
     def record_answer(self, operation: Operation, answer: GatewayAnswer) -> Step:
         return finish(operation, self._order(operation), answer, self.respond)
 
 
-def _insert_order(request: OrderRequest, lines: tuple[Line, ...], currency: str) -> tuple[OrderView, bool]:
+def _insert_order(
+    request: OrderRequest, pipeline: Pipeline, lines: tuple[Line, ...], currency: str
+) -> tuple[OrderView, bool]:
     """Insert the order; if its key or its cart version already has one, return that one instead."""
     order_id = public_id("ord")
+    key = pipeline.order_key_of(request.idempotency_key)
     created = orders.insert(
         {
             "public_id": order_id,
             "gateway_key": gateway_key_for(order_id),
             "customer_id": request.customer_id,
-            "idempotency_key": request.idempotency_key,
+            "idempotency_key": key,
+            "path": pipeline.path,
             "cart_id": request.cart.cart_id if request.cart else None,
             "cart_version": request.cart.version if request.cart else None,
             "email": request.email,
@@ -229,7 +335,7 @@ def _insert_order(request: OrderRequest, lines: tuple[Line, ...], currency: str)
     )
     if created is not None:
         return created, True
-    existing = find_order(request.customer_id, request.idempotency_key)
+    existing = find_order(request.customer_id, key)
     if existing is None and request.cart is not None:
         existing = orders.load(
             sa.and_(
@@ -239,6 +345,17 @@ def _insert_order(request: OrderRequest, lines: tuple[Line, ...], currency: str)
     if existing is None:
         raise RuntimeError("an order's unique constraint refused the insert, but no such order exists")
     return existing, False
+
+
+def _asked_for(order: OrderView, request: OrderRequest) -> bool:
+    """Whether a pending order is the one this API request's key placed for this very body."""
+    asked = [(item.sku, item.quantity) for item in request.items]
+    placed = [(line.sku, line.quantity) for line in order.items]
+    return (
+        request.cart is None
+        and order.idempotency_key == request.idempotency_key
+        and (order.email, order.card_last4, placed) == (request.email, request.card_number[-4:], asked)
+    )
 
 
 def finish(operation: Operation, order: OrderView, answer: GatewayAnswer, respond: Responder) -> Step:

@@ -164,10 +164,11 @@ def _reserve(order: OrderView, amount: int) -> bool:
 
 
 class PlaceRefund:
-    def __init__(self, request: RefundRequest, respond: RefundResponder, gateway: Gateway) -> None:
+    def __init__(self, request: RefundRequest, respond: RefundResponder, gateway: Gateway, path: str = "safe") -> None:
         self.request = request
         self.respond = respond
         self.gateway = gateway
+        self.path = path  # which checkout asked (the lab's unsafe twin has its own)
         self.refund: RefundView | None = None
 
     def phases(self) -> dict[str, Phase]:
@@ -209,7 +210,7 @@ class PlaceRefund:
                 "currency": order.currency,
                 "reason": self.request.reason,
                 "status": REFUND_PENDING,
-                "path": "safe",
+                "path": self.path,
                 "created_at": utcnow(),
                 "updated_at": utcnow(),
             },

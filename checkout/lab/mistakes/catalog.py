@@ -9,11 +9,11 @@ a fix exists, and does every trigger against the twin and the safe endpoint.
 
 from __future__ import annotations
 
+import difflib
 import inspect
 from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
-
-from flask import Response
 
 from checkout.i18n import N_
 from checkout.lab.mistakes import (
@@ -28,11 +28,28 @@ from checkout.lab.mistakes import (
     unscoped_key,
 )
 from checkout.lab.mistakes.docstrings import Explanation, explanation
-from checkout.lab.mistakes.plumbing import Attempt, endpoint_of, path_of
+from checkout.lab.mistakes.twin import endpoint_of, path_of
+from checkout.shop.placement import Pipeline
 
 SAFE_ENDPOINT = "POST /api/orders"
 CLIENT = ".venv/bin/python -m checkout.client"
 LOST_ANSWER_CARD = "4000 0000 0000 0259"
+
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def diff_of(real: object, wrong: object) -> str:
+    """A unified diff of two definitions (functions, methods, classes), read from the source as it is."""
+
+    def named(thing: object) -> str:
+        where = Path(inspect.getsourcefile(thing) or "?").resolve()  # type: ignore[arg-type]
+        return f"{where.relative_to(ROOT) if where.is_relative_to(ROOT) else where} ({thing.__qualname__})"  # type: ignore[attr-defined]
+
+    before = inspect.getsource(real).splitlines()  # type: ignore[arg-type]
+    after = inspect.getsource(wrong).splitlines()  # type: ignore[arg-type]
+    lines = difflib.unified_diff(before, after, named(real), named(wrong), lineterm="", n=len(before) + len(after))
+    return "\n".join(lines)
 
 
 @dataclass(frozen=True)
@@ -76,8 +93,14 @@ class Mistake:
         return self.explained.fix
 
     @property
+    def pipeline(self) -> Pipeline:
+        """The shop's pipeline with this mistake's one part swapped."""
+        found: Pipeline = self.module.PIPELINE
+        return found
+
+    @property
     def takes_key(self) -> bool:
-        return bool(self.module.TAKES_KEY)
+        return self.pipeline.store is not None
 
     @property
     def path(self) -> str:
@@ -99,9 +122,10 @@ class Mistake:
     def source(self) -> str:
         return inspect.getsource(self.module)
 
-    def handle(self, attempt: Attempt) -> Response:
-        handled: Response = self.module.handle(attempt)
-        return handled
+    @property
+    def diff(self) -> str:
+        """The wrong part beside the real one it replaces, from the source as it is now."""
+        return "\n".join(diff_of(real, wrong) for real, wrong in self.module.REPLACES)
 
 
 def _client(name: str, *options: str) -> str:
@@ -320,7 +344,7 @@ MISTAKES: tuple[Mistake, ...] = (
             "idempotency-key-reused and keeps the first answer untouched."
         ),
         (
-            Fix("checkout/shop/api.py", "api_fingerprint"),
+            Fix("checkout/shop/placement.py", "keyed_fingerprint"),
             Fix("checkout/idempotency/fingerprint.py", "fingerprint"),
             Fix("checkout/idempotency/engine.py", "_answer_existing"),
         ),
@@ -350,7 +374,7 @@ MISTAKES: tuple[Mistake, ...] = (
             "under the order's own gateway key by the retry."
         ),
         (
-            Fix("checkout/shop/placement.py", "gateway_key_for"),
+            Fix("checkout/shop/placement.py", "from_the_order"),
             Fix("checkout/shop/placement.py", "PlaceOrder.charge"),
             Fix("checkout/gateway/client.py", "Gateway.charge"),
         ),

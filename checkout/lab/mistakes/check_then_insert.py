@@ -14,34 +14,39 @@ read before it is only a shortcut for retries that come later.
 
 from __future__ import annotations
 
-from flask import Response
+import time
 
-from checkout.lab.mistakes.models import CheckThenInsertKey
-from checkout.lab.mistakes.plumbing import (
-    Attempt,
-    KeyRow,
-    answer_seen,
-    find,
-    insert,
-    mismatch,
-    pay,
-    same_request,
-    send,
-)
+import sqlalchemy as sa
 
-TAKES_KEY = True
+from checkout.database import Base, table_of
+from checkout.idempotency import RecordView, Scope
+from checkout.idempotency.models import IdempotencyRecord, RecordColumns
+from checkout.idempotency.sql_store import SqlStore
+from checkout.lab.mistakes.twin import twin
 
 
-def look(attempt: Attempt) -> KeyRow | None:
-    """Step 1: has this customer sent this key before? (The test holds racing requests here, once they have read.)"""
-    return find(CheckThenInsertKey, customer=attempt.customer, key=attempt.key)
+class UnconstrainedRecord(RecordColumns, Base):
+    __tablename__ = "lab_unconstrained_records"
+    # THE MISTAKE: an index to find a key, and no UniqueConstraint("customer", "endpoint", "key") to refuse a second.
+    __table_args__ = (sa.Index("ix_lab_unconstrained_records_scope", "customer", "endpoint", "key"),)
 
 
-def handle(attempt: Attempt) -> Response:
-    seen = look(attempt)
-    if seen is not None:
-        return answer_seen(seen, attempt) if same_request(seen, attempt) else mismatch()
-    # THE MISTAKE: another request with this key may be between its look and its insert right now: it read
-    # "new" too. Step 2 inserts anyway, and no unique constraint stops the second row.
-    mine = insert(CheckThenInsertKey, customer=attempt.customer, key=attempt.key, fingerprint=attempt.fingerprint)
-    return send(pay(attempt, mine))
+class CheckThenInsertStore(SqlStore):
+    """The shop's SQL store over a table that refuses nothing: the look before the claim decides alone."""
+
+    name = "check-then-insert"
+    WINDOW_SECONDS = 0.5  # the gap between the check and the insert, widened so that a person hits it every time
+
+    def __init__(self) -> None:
+        super().__init__(table_of(UnconstrainedRecord))
+
+    def find(self, scope: Scope) -> RecordView | None:
+        found = super().find(scope)
+        if found is None:
+            time.sleep(self.WINDOW_SECONDS)  # "new": and any request that looks meanwhile reads "new" too
+        return found
+
+
+PIPELINE = twin("check-then-insert", store=CheckThenInsertStore())
+SWAPPED = "store"
+REPLACES = ((IdempotencyRecord, UnconstrainedRecord),)

@@ -16,25 +16,63 @@ its own gateway key instead of placing another.
 
 from __future__ import annotations
 
-from flask import Response
+import json
 
-from checkout.lab.mistakes.plumbing import Attempt, claim_key, find_key, mismatch, pay, replay, same_request, send
+import sqlalchemy as sa
 
-TAKES_KEY = True
+from checkout.database import utcnow
+from checkout.extensions import db
+from checkout.idempotency import COMPLETED, FINISHED, STARTED, Complete, MoveTo, Scope, Settings
+from checkout.idempotency.sql_store import SqlStore
+from checkout.idempotency.store import Held
+from checkout.lab.mistakes.twin import LAB_RECORDS, twin
 
 
-def handle(attempt: Attempt) -> Response:
-    seen = find_key(attempt)
-    if seen is not None:
-        return replay(seen) if same_request(seen, attempt) else mismatch()
-    answer = pay(attempt)  # the order and the charge, before anything knows this key
-    # THE MISTAKE: a worker that dies before the next line (or a lost gateway answer, which never reaches it)
-    # leaves the charge standing and the key unknown: the retry is a new payment.
-    claim_key(
-        attempt,
-        fingerprint=attempt.fingerprint,
-        response_status=answer.status,
-        response_headers=answer.headers,
-        response_body=answer.body,
-    )
-    return send(answer)
+class KeyAfterOperationStore(SqlStore):
+    """Writes the key once, with the answer, like a cache."""
+
+    name = "key-after-operation"
+
+    def __init__(self) -> None:
+        super().__init__(LAB_RECORDS)
+
+    def claim(self, scope: Scope, fingerprint: str, owner: str, settings: Settings) -> Held | None:
+        # THE MISTAKE: nothing is written yet. Until the answer is stored, nobody can know this key is being paid.
+        return Held(json.dumps([scope.customer, scope.endpoint, scope.key, fingerprint]), owner, STARTED)
+
+    def save_step(self, held: Held, step: MoveTo | Complete, settings: Settings) -> int:
+        if isinstance(step, MoveTo):
+            return 0  # a recovery point nobody will ever read
+        customer, endpoint, key, fingerprint = json.loads(str(held.id))
+        now = utcnow()
+        db.session.execute(
+            sa.insert(self.records).values(
+                customer=customer,
+                endpoint=endpoint,
+                key=key,
+                fingerprint=fingerprint,
+                state=COMPLETED,
+                recovery_point=FINISHED,
+                reference=held.reference,
+                duplicates=0,
+                response_status=step.response.status,
+                response_headers=dict(step.response.headers),
+                response_body=step.response.body,
+                created_at=now,
+                updated_at=now,
+                completed_at=now,
+                expires_at=now,
+            )
+        )
+        return 0
+
+    def release(self, held: Held) -> bool:
+        return True  # there is no record to give back
+
+    def discard(self, held: Held) -> bool:
+        return True
+
+
+PIPELINE = twin("key-after-operation", store=KeyAfterOperationStore())
+SWAPPED = "store"
+REPLACES = ((SqlStore.claim, KeyAfterOperationStore.claim),)

@@ -15,19 +15,28 @@ idempotency_key) finds the order a late retry already placed.
 
 from __future__ import annotations
 
-from flask import Response
+from checkout.idempotency import Complete, MoveTo, Settings
+from checkout.idempotency.sql_store import SqlStore
+from checkout.idempotency.store import Held
+from checkout.lab.mistakes.twin import LAB_RECORDS, twin
 
-from checkout.lab.mistakes.plumbing import Attempt, claim_key, delete, in_progress, pay, send
 
-TAKES_KEY = True
+class KeyDeletedAfterAnswerStore(SqlStore):
+    """Holds the key while the payment runs, like a lock."""
+
+    name = "key-deleted-after-answer"
+
+    def __init__(self) -> None:
+        super().__init__(LAB_RECORDS)
+
+    def save_step(self, held: Held, step: MoveTo | Complete, settings: Settings) -> int:
+        if isinstance(step, Complete):
+            # THE MISTAKE: the answer is on its way, so the key goes. Any retry from now on is a new payment.
+            self.discard(held)
+            return 0
+        return super().save_step(held, step, settings)
 
 
-def handle(attempt: Attempt) -> Response:
-    lock, mine = claim_key(attempt)
-    if not mine:
-        return in_progress(attempt)  # another request with this key is running right now
-    try:
-        return send(pay(attempt))
-    finally:
-        # THE MISTAKE: the answer is on its way, so the key goes. Any retry from now on is a new payment.
-        delete(lock)
+PIPELINE = twin("key-deleted-after-answer", store=KeyDeletedAfterAnswerStore())
+SWAPPED = "store"
+REPLACES = ((SqlStore.save_step, KeyDeletedAfterAnswerStore.save_step),)

@@ -15,40 +15,111 @@ checkout/idempotency/engine.py (_claim).
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+import time
+from dataclasses import replace
 
-from flask import Response
-
-from checkout.idempotency import StoredResponse
-from checkout.lab.mistakes.plumbing import Attempt, answer_seen, mismatch, pay, same_request, send
-
-TAKES_KEY = True
-
-
-@dataclass
-class Remembered:
-    fingerprint: str
-    order_id: str | None = None
-    response: StoredResponse | None = None
-
-    def keep_order(self, order_id: str) -> None:
-        self.order_id = order_id
-
-    def keep_response(self, response: StoredResponse) -> None:
-        self.response = response
-
-
-# THE MISTAKE: one dict per process. Every other worker has its own, and it has never seen this key.
-_remembered: dict[tuple[str, str], Remembered] = {}
-_lock = threading.Lock()
+from checkout.database import utcnow
+from checkout.idempotency import (
+    COMPLETED,
+    FINISHED,
+    IN_PROGRESS,
+    STARTED,
+    Complete,
+    LeaseLost,
+    MoveTo,
+    RecordView,
+    Scope,
+    Settings,
+)
+from checkout.idempotency.audit import worker_name
+from checkout.idempotency.sql_store import SqlStore
+from checkout.idempotency.store import Held
+from checkout.lab.mistakes.twin import twin
 
 
-def handle(attempt: Attempt) -> Response:
-    scope = (attempt.customer, attempt.key)
-    with _lock:  # atomic: but only among the threads of this one process
-        seen = _remembered.get(scope)
-        if seen is None:
-            _remembered[scope] = mine = Remembered(attempt.fingerprint)
-    if seen is not None:
-        return answer_seen(seen, attempt) if same_request(seen, attempt) else mismatch()
-    return send(pay(attempt, mine))
+class MemoryStore:
+    """A correct store in every way but one: its records live in this process."""
+
+    name = "memory"
+    joins_transaction = False
+
+    def __init__(self) -> None:
+        # THE MISTAKE: one dict per process. Every other worker has its own, and it has never seen this key.
+        self._records: dict[Scope, tuple[RecordView, str | None, float]] = {}  # the record, its owner, lease end
+        self._lock = threading.Lock()  # atomic: but only among the threads of this one process
+
+    def find(self, scope: Scope) -> RecordView | None:
+        with self._lock:
+            found = self._records.get(scope)
+        if found is None:
+            return None
+        record, owner, until = found
+        live = owner is not None and until > time.monotonic()
+        return replace(record, lease_live=live, lease_holder=worker_name() if live else None)
+
+    def claim(self, scope: Scope, fingerprint: str, owner: str, settings: Settings) -> Held | None:
+        now = utcnow()
+        record = RecordView(owner, scope, fingerprint, IN_PROGRESS, STARTED, True, None, None, None, None, 0, now, now)
+        with self._lock:
+            if scope in self._records:
+                return None
+            self._records[scope] = (record, owner, time.monotonic() + settings.lease_seconds)
+        return Held(owner, owner, STARTED)
+
+    def _swap(self, held: Held, owner: str | None, lease: float, **changes: object) -> bool:
+        with self._lock:
+            for scope, (record, holder, _until) in self._records.items():
+                if record.id == held.id and holder == held.owner and record.state == IN_PROGRESS:
+                    self._records[scope] = (replace(record, updated_at=utcnow(), **changes), owner, lease)  # type: ignore[arg-type]
+                    return True
+        return False
+
+    def take_over(self, record: RecordView, owner: str, settings: Settings) -> Held | None:
+        with self._lock:
+            _record, holder, until = self._records[record.scope]
+            if holder is not None and until > time.monotonic():
+                return None
+            self._records[record.scope] = (record, owner, time.monotonic() + settings.lease_seconds)
+        return Held(record.id, owner, record.recovery_point, record.reference)
+
+    def save_step(self, held: Held, step: MoveTo | Complete, settings: Settings) -> int:
+        if isinstance(step, MoveTo):
+            kept = self._swap(
+                held,
+                held.owner,
+                time.monotonic() + settings.lease_seconds,
+                recovery_point=step.recovery_point,
+                reference=held.reference,
+            )
+        else:
+            kept = self._swap(
+                held,
+                None,
+                0.0,
+                state=COMPLETED,
+                recovery_point=FINISHED,
+                reference=held.reference,
+                response=step.response,
+            )
+        if not kept:
+            raise LeaseLost(f"record {held.id} is no longer ours")
+        return 0
+
+    def release(self, held: Held) -> bool:
+        return self._swap(held, None, 0.0, reference=held.reference)
+
+    def discard(self, held: Held) -> bool:
+        with self._lock:
+            for scope, (record, holder, _until) in list(self._records.items()):
+                if record.id == held.id and holder == held.owner:
+                    del self._records[scope]
+                    return True
+        return False
+
+    def count_duplicate(self, record: RecordView) -> None:
+        return None
+
+
+PIPELINE = twin("memory-store", store=MemoryStore())
+SWAPPED = "store"
+REPLACES = ((SqlStore.__init__, MemoryStore.__init__),)

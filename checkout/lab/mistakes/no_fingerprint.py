@@ -6,25 +6,25 @@ again, a key hard-coded in a script) is answered with the first request's
 stored answer as if it were this one's: "201 Created" for an order of five
 mugs that was never placed, holding the first order of two.
 
-THE FIX in the safe code: checkout/shop/api.py (api_fingerprint) stores an HMAC
-of the normalized body with the key (checkout/idempotency/fingerprint.py,
+THE FIX in the safe code: checkout/shop/placement.py (keyed_fingerprint) stores
+an HMAC of the normalized body with the key (checkout/idempotency/fingerprint.py,
 fingerprint), and checkout/idempotency/engine.py (_answer_existing) answers 422
 idempotency-key-reused when it differs, leaving the stored answer untouched.
 """
 
 from __future__ import annotations
 
-from flask import Response
+from typing import Any
 
-from checkout.lab.mistakes.plumbing import Attempt, answer_seen, claim_key, pay, send
+from checkout.lab.mistakes.twin import twin
+from checkout.shop.placement import keyed_fingerprint
 
-TAKES_KEY = True
+
+def nothing_of_the_request(endpoint: str, body: dict[str, Any]) -> str:
+    # THE MISTAKE: nothing about the request is kept with the key, so another body under it looks the same.
+    return ""
 
 
-def handle(attempt: Attempt) -> Response:
-    # THE MISTAKE: nothing about the request is stored with the key (no fingerprint) ...
-    row, mine = claim_key(attempt)
-    if not mine:
-        # ... so nothing asks whether this is the same request: the key's first answer, whatever was sent.
-        return answer_seen(row, attempt)
-    return send(pay(attempt, row))
+PIPELINE = twin("no-fingerprint", fingerprint_of=nothing_of_the_request)
+SWAPPED = "fingerprint_of"
+REPLACES = ((keyed_fingerprint, nothing_of_the_request),)

@@ -14,13 +14,11 @@ Its browser twin is the lab's unsafe checkout (/lab/unsafe-checkout).
 
 from __future__ import annotations
 
-from flask import Response
+from checkout.idempotency.sql_store import SqlStore
+from checkout.idempotency.store import NoStore
+from checkout.lab.mistakes.twin import twin
 
-from checkout.lab.mistakes.plumbing import Attempt, pay, send
-
-TAKES_KEY = False  # the header is ignored: a missing or malformed key is no error here
-
-
-def handle(attempt: Attempt) -> Response:
-    # THE MISTAKE: no key looked up, none stored. This request is a new payment, whatever came before it.
-    return send(pay(attempt))
+# THE MISTAKE: no store at all, so no key is read and none is kept: every request is a new payment.
+PIPELINE = twin("no-key", store=None)
+SWAPPED = "store"
+REPLACES = ((SqlStore.find, NoStore.find), (SqlStore.claim, NoStore.claim))

@@ -15,18 +15,33 @@ Idempotent-Replayed: true.
 
 from __future__ import annotations
 
-from flask import Response, jsonify
+from checkout.idempotency import Complete, MoveTo, Settings, StoredResponse
+from checkout.idempotency.sql_store import SqlStore
+from checkout.idempotency.store import Held
+from checkout.lab.mistakes.twin import LAB_RECORDS, twin
 
-from checkout.lab.mistakes.plumbing import Attempt, claim_key, mismatch, pay, same_request, send
+ALREADY_PROCESSED = StoredResponse(
+    200,
+    {"Content-Type": "application/json"},
+    b'{"detail":"This request was already processed.","status":"already_processed"}\n',
+)
 
-TAKES_KEY = True
+
+class NoStoredResultStore(SqlStore):
+    """Remembers that a key was used, not what was answered."""
+
+    name = "no-stored-result"
+
+    def __init__(self) -> None:
+        super().__init__(LAB_RECORDS)
+
+    def save_step(self, held: Held, step: MoveTo | Complete, settings: Settings) -> int:
+        if isinstance(step, Complete):
+            # THE MISTAKE: the key says "done", and nothing more: there is no answer to give back.
+            step = Complete(ALREADY_PROCESSED)
+        return super().save_step(held, step, settings)
 
 
-def handle(attempt: Attempt) -> Response:
-    used, mine = claim_key(attempt, fingerprint=attempt.fingerprint)
-    if not mine:
-        if not same_request(used, attempt):
-            return mismatch()
-        # THE MISTAKE: the key says "done", and nothing more: there is no answer to give back.
-        return jsonify(status="already_processed", detail="This request was already processed.")
-    return send(pay(attempt))  # the answer goes to the client, and nowhere else
+PIPELINE = twin("no-stored-result", store=NoStoredResultStore())
+SWAPPED = "store"
+REPLACES = ((SqlStore.save_step, NoStoredResultStore.save_step),)

@@ -16,20 +16,16 @@ on one endpoint.
 
 from __future__ import annotations
 
-from flask import Response
-
-from checkout.lab.mistakes.models import UnscopedKey
-from checkout.lab.mistakes.plumbing import Attempt, answer_seen, claim, pay, send
-
-TAKES_KEY = True
+from checkout.idempotency import Scope
+from checkout.lab.mistakes.twin import twin
+from checkout.shop.placement import per_customer
 
 
-def handle(attempt: Attempt) -> Response:
-    # THE MISTAKE: the table is unique on the key alone (see UnscopedKey), so the claim is too.
-    row, mine = claim(
-        UnscopedKey, match=("key",), key=attempt.key, customer=attempt.customer, fingerprint=attempt.fingerprint
-    )
-    if not mine:
-        # Found by the key alone: whoever sent it first, this customer gets their answer.
-        return answer_seen(row, attempt)
-    return send(pay(attempt, row))
+def the_key_alone(customer: str, endpoint: str, key: str) -> Scope:
+    # THE MISTAKE: the customer is left out, so a key string belongs to whoever sent it first.
+    return Scope("*", endpoint, key)
+
+
+PIPELINE = twin("unscoped-key", scope_of=the_key_alone)
+SWAPPED = "scope_of"
+REPLACES = ((per_customer, the_key_alone),)

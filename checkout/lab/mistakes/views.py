@@ -37,10 +37,11 @@ from checkout.extensions import csrf
 from checkout.gateway.cards import TEST_CARDS, pretty
 from checkout.gateway.relay import shop_url
 from checkout.i18n import N_
+from checkout.idempotency.audit import worker_name
 from checkout.lab import damage, lab_only
 from checkout.lab.mistakes.catalog import BY_NAME, MISTAKES, SAFE_ENDPOINT, Mistake
-from checkout.lab.mistakes.plumbing import WORKER_HEADER, PaymentUnconfirmed, read_attempt, unconfirmed, with_worker
 from checkout.problems import problem
+from checkout.shop.api import place_order
 from checkout.shop.seed import DEMO_CUSTOMERS
 
 bp = lab_only(Blueprint("mistakes", __name__))
@@ -49,6 +50,7 @@ TOKENS = {name: token for name, _public, token in DEMO_CUSTOMERS}
 SENT = "mistakes_sent"  # the session's last answers of the form, across the nine pages
 KEYS = "mistakes_keys"  # the form's key, per mistake: pressing Send again is a retry
 FORM = "mistakes_form"  # the form's other fields, as last sent
+WORKER_HEADER = "Lab-Worker"  # which process answered: in memory-store, that is the whole story
 REMEMBERED = 8
 MAX_COPIES = 10
 SEND_TIMEOUT_SECONDS = 30.0  # longer than the very slow card
@@ -59,14 +61,10 @@ def place(name: str) -> Response:
     mistake = BY_NAME.get(name)
     if mistake is None:
         return problem(404, "No such mistake", f"The lab's mistakes are: {', '.join(BY_NAME)}.")
-    attempt = read_attempt(name, takes_key=mistake.takes_key)
-    if isinstance(attempt, Response):
-        return attempt
-    try:
-        response = mistake.handle(attempt)
-    except PaymentUnconfirmed as error:
-        response = unconfirmed(error, attempt.key)
-    return with_worker(response)
+    response = place_order(mistake.pipeline)
+    # Which process answered (host:pid): with several workers, each twin answer shows where it ran.
+    response.headers[WORKER_HEADER] = worker_name()
+    return response
 
 
 csrf.exempt(place)  # bearer tokens are not cookies: no CSRF to forge (as the real API)
