@@ -24,9 +24,3 @@ def test_every_make_target_the_readme_names_exists() -> None:
 
 def test_the_readme_links_nothing_outside_the_repository() -> None:
     assert "../" not in re.sub(r"```.*?```", "", README, flags=re.DOTALL)
-
-
-def test_the_readme_states_every_exercise_word_for_word_as_the_lab_does() -> None:
-    from checkout.lab.exercises import as_markdown
-
-    assert as_markdown() in README
