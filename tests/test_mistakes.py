@@ -635,14 +635,6 @@ def test_the_retry_client_reaches_a_twin_with_path(app: Flask, live_server: Live
     assert damage_of(app, SAFE) == Damage(1, 1, 0, 0)
 
 
-def test_the_readme_lists_the_nine_word_for_word_as_the_pages_do() -> None:
-    from checkout.lab.mistakes.catalog import as_markdown
-
-    readme = (ROOT / "README.md").read_text()
-    assert "## The mistakes, side by side with the fix" in readme
-    assert as_markdown() in readme
-
-
 def test_the_twins_never_touch_the_safe_engines_records(app: Flask, client: FlaskClient, ledger: Ledger) -> None:
     """The lab's twins keep their keys in their own stores: the safe records, and their counters, stay the shop's."""
     for mistake in MISTAKES:
