@@ -26,12 +26,13 @@ from werkzeug.exceptions import HTTPException
 
 from checkout.lab import content
 from checkout.lab.content import MARKDOWN, ContentError, Document
+from checkout.lab.mistakes.catalog import MISTAKES
 
 ROOT = Path(__file__).resolve().parent.parent
 TRANSLATED = ("uk", "ru")
 PROSE = {"title", "trigger"}  # the front matter's words: every other key is the same in every language
 PAGES = {"concepts": "/lab/concepts", "exercises": "/lab/exercises"}
-ENGLISH = [doc for kind in PAGES for doc in content.documents(kind, "en")]
+ENGLISH = [doc for kind in content.KINDS for doc in content.documents(kind, "en")]
 IDS = [f"{doc.kind}/{doc.slug}" for doc in ENGLISH]
 
 
@@ -174,6 +175,18 @@ def test_a_concepts_places_in_the_app_are_what_its_front_matter_cites() -> None:
             assert named == list(doc.code), doc.path
 
 
+def test_a_mistakes_fix_names_every_place_its_front_matter_cites() -> None:
+    """## Where the fix lives says in words what the page lists: each cited file and function, the first first."""
+    for language in ("en", *TRANSLATED):
+        for mistake in MISTAKES:
+            text = content.mistake(mistake.name, language)
+            assert text.fix.startswith(text.code[0].partition("::")[0]), (language, mistake.name)
+            for place in text.code:
+                path, _, name = place.partition("::")
+                assert path in text.fix and name in text.fix, (language, mistake.name, place)
+            assert text.tests[0].startswith("tests/test_mistakes.py::"), mistake.name
+
+
 # --- the three languages --------------------------------------------------------------------
 
 
@@ -204,13 +217,14 @@ def test_no_translation_is_a_file_english_lacks() -> None:
 
 
 def test_the_lab_lists_every_file_in_its_order_and_every_name_once() -> None:
-    for kind in PAGES:
+    for kind in content.KINDS:
         docs = content.documents(kind, "en")
         assert [doc.order for doc in docs] == list(range(1, len(docs) + 1)), kind
         assert len({doc.title for doc in docs}) == len(docs), kind
     for doc in content.documents("exercises", "en"):
         assert doc.path.name == f"{doc.order:02d}-{doc.slug}.md"
     assert len(content.concepts("en")) >= 10 and len(content.exercises("en")) >= 14
+    assert [doc.slug for doc in content.documents("mistakes", "en")] == [mistake.name for mistake in MISTAKES]
 
 
 @pytest.mark.parametrize("language", ["en", *TRANSLATED])
@@ -224,6 +238,20 @@ def test_each_page_shows_every_file_of_its_language(client: FlaskClient, kind: s
         assert doc.language == language
         start = html.index(f'id="{doc.slug}"')
         assert f">{escape(doc.title)}</h2>" in html[start:]
+
+
+@pytest.mark.parametrize("language", ["en", *TRANSLATED])
+def test_each_mistakes_page_shows_its_file_of_its_language(app: Flask, client: FlaskClient, language: str) -> None:
+    listed = client.get(f"/lab/mistakes?lang={language}").get_data(as_text=True)
+    for mistake in MISTAKES:
+        text = content.mistake(mistake.name, language)
+        assert content.document("mistakes", mistake.name, language).language == language
+        assert f"{escape(text.title[1:])}.</td>" in listed and f"{escape(text.trigger[1:])}.</td>" in listed
+        page = client.get(f"/lab/mistakes/{mistake.name}?lang={language}").get_data(as_text=True)
+        with app.test_request_context():
+            shown = [text.what, text.look_for, text.fix, *text.steps]
+            assert [part for part in shown if str(content.inline(part)) not in page] == []
+        assert str(escape(text.commands)) in page
 
 
 # --- the renderer -----------------------------------------------------------------------------

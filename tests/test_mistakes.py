@@ -29,6 +29,7 @@ from markupsafe import escape
 from checkout.extensions import db
 from checkout.gateway import SUCCEEDED, GatewayCharge
 from checkout.idempotency import IdempotencyEvent
+from checkout.lab.content import inline
 from checkout.lab.mistakes import check_then_insert
 from checkout.lab.mistakes.catalog import BY_NAME, MISTAKES
 from checkout.shop.models import Order
@@ -547,13 +548,14 @@ def test_the_mistakes_page_lists_the_nine_with_their_damage_and_links(client: Fl
 
 @pytest.mark.parametrize("name", [mistake.name for mistake in MISTAKES])
 def test_each_mistake_page_shows_its_wrong_code_its_trigger_and_where_the_fix_lives(
-    client: FlaskClient, name: str
+    app: Flask, client: FlaskClient, name: str
 ) -> None:
     mistake = BY_NAME[name]
     page = client.get(f"/lab/mistakes/{name}").get_data(as_text=True)
     assert str(escape(mistake.source)) in page  # the whole module, as it runs
     assert "def handle(" in page and "THE MISTAKE" in page
-    assert mistake.trigger in page and str(escape(mistake.what)) in page and str(escape(mistake.fix)) in page
+    with app.test_request_context():  # its text, rendered as the page renders it (content/en/mistakes/)
+        assert mistake.trigger in page and str(inline(mistake.what)) in page and str(inline(mistake.fix)) in page
     for fix in mistake.fixes:
         assert f"<code>{fix.file}</code>" in page
     assert "csrf_token" in page and 'data-testid="send-form"' in page
@@ -562,7 +564,7 @@ def test_each_mistake_page_shows_its_wrong_code_its_trigger_and_where_the_fix_li
 @pytest.mark.parametrize("name", [mistake.name for mistake in MISTAKES])
 def test_every_fix_a_mistake_names_exists_in_the_safe_code_and_its_test_exists(name: str) -> None:
     mistake = BY_NAME[name]
-    assert mistake.fix.startswith(mistake.fixes[0].file)  # the docstring and the catalog name the same place first
+    assert mistake.fix.startswith(mistake.fixes[0].file)  # the text and its front matter name the same place first
     for fix in mistake.fixes:
         assert fix.file in mistake.fix and fix.function in mistake.fix  # the page's list says what the text says
         source = (ROOT / fix.file).read_text()

@@ -1,8 +1,9 @@
 """The lab's teaching text: Markdown files under content/<language>/, read and rendered in one place.
 
-Each concept and exercise is one file per language (``content/en/concepts/<slug>.md``,
-``content/en/exercises/<nn>-<slug>.md``, and the same under ``uk/`` and ``ru/``), so the prose
-reads on GitHub and is translated as a whole text, not sentence by sentence in the catalogs.
+Each concept, exercise and mistake is one file per language (``content/en/concepts/<slug>.md``,
+``content/en/exercises/<nn>-<slug>.md``, ``content/en/mistakes/<name>.md``, and the same under
+``uk/`` and ``ru/``), so the prose reads on GitHub and is translated as a whole text, not
+sentence by sentence in the catalogs.
 A file opens with YAML front matter (slug, title, order, the code it cites and the tests that
 prove it); its body is parts in a fixed order: the text before the first ``##`` heading, then
 one part per ``##`` section. The pages print their own labels for the parts, so a part is
@@ -263,3 +264,34 @@ def exercises(language: str | None = None) -> tuple[Exercise, ...]:
         steps, expect, layer = doc.shaped("ol", "p", "p")
         found.append(Exercise(doc.slug, doc.title, steps.items, expect.paragraphs[0], layer.paragraphs[0], doc.tests))
     return tuple(found)
+
+
+@dataclass(frozen=True)
+class MistakeText:
+    title: str
+    trigger: str  # the situation that breaks it, in a few words (front matter)
+    what: str
+    steps: tuple[str, ...]
+    commands: str  # the trigger from a terminal: the one code block
+    look_for: str
+    fix: str
+    code: tuple[str, ...]  # where the fix lives: path::name
+    tests: tuple[str, ...]
+
+
+def mistake(name: str, language: str | None = None) -> MistakeText:
+    """A mistake's page: ## What goes wrong, ## Trigger it (steps, then commands), ## What to look for,
+    ## Where the fix lives; its title and trigger come from the front matter."""
+    doc = document("mistakes", name, language)
+    _nothing, what, trigger, look_for, fix = doc.shaped("", "p", "ol code", "p", "p")
+    return MistakeText(
+        title=doc.title,
+        trigger=str(doc.meta["trigger"]),
+        what=what.paragraphs[0],
+        steps=trigger.items,
+        commands=trigger.code[0].rstrip("\n"),
+        look_for=look_for.paragraphs[0],
+        fix=fix.paragraphs[0],
+        code=doc.code,
+        tests=doc.tests,
+    )
