@@ -76,7 +76,7 @@ def format_when(moment: datetime) -> str:
 
 
 def translated(text: str) -> str:
-    """Data marked with ``N_`` (a product's name, a test card, a concept), in the page's language.
+    """Data marked with ``N_`` (a product's name, a test card), in the page's language.
 
     A template's ``_()`` marks its result safe HTML, as it should for the template's own words;
     data goes through this filter instead (``{{ product.name|t }}``) and is escaped like any value.

@@ -1,4 +1,4 @@
-"""Drive the shop in Chromium and write the README's pictures into docs/ (`make screenshots`).
+"""Drive the shop in Chromium and write the pictures of the README and docs/workshop.md into docs/ (`make screenshots`).
 
 It serves the shop itself, on a fresh SQLite database in a temporary folder,
 so it never touches yours. It needs a Chromium (`make browser`) and installs

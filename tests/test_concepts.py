@@ -1,22 +1,15 @@
-"""The concepts page (/lab/concepts) and the README's "The ideas, mapped": every place they cite exists.
+"""The concepts page (/lab/concepts), and the behaviours the concepts state that no other test pins down.
 
-Files, functions, pages, exercises, commands and tests are looked up in the
-repository as it is (``ast`` for Python, the app's URL map for pages), so a
-rename anywhere fails here instead of leaving the page pointing at nothing.
-The last tests pin down the behaviours the concepts state that no other test
-covers.
+The concepts' text is content/<language>/concepts/*.md; tests/test_content.py checks every file, name,
+test, link and command those files cite, and that the three languages say the same.
 """
 
 from __future__ import annotations
 
-import ast
-import importlib.util
 import itertools
 import re
 from datetime import timedelta
-from functools import cache
 from html.parser import HTMLParser
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -29,121 +22,9 @@ from markupsafe import escape
 from checkout.database import utcnow
 from checkout.extensions import db
 from checkout.idempotency import IdempotencyRecord
-from checkout.lab.concepts import CONCEPTS, PAGES, Concept, InLab
-from checkout.lab.exercises import EXERCISES
+from checkout.lab import content
 from checkout.shop.models import Cart
 from tests.helpers import ALICE, Ledger, add_to_cart, form_fields, order_body
-
-ROOT = Path(__file__).resolve().parent.parent
-README = (ROOT / "README.md").read_text()
-IDS = [concept.slug for concept in CONCEPTS]
-
-
-@cache
-def defined_names(path: str) -> frozenset[str]:
-    """The functions, classes, methods (``Class.method``) and module-level names a Python file defines."""
-    tree = ast.parse((ROOT / path).read_text(), filename=path)
-    names: set[str] = set()
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            names.add(node.name)
-            if isinstance(node, ast.ClassDef):
-                names.update(
-                    f"{node.name}.{item.name}"
-                    for item in node.body
-                    if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef)
-                )
-        elif isinstance(node, ast.Assign):
-            names.update(target.id for target in node.targets if isinstance(target, ast.Name))
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            names.add(node.target.id)
-    return frozenset(names)
-
-
-def missing_place(path: str, name: str | None) -> str | None:
-    """Why ``path`` (and ``name`` in it) cannot be found, or None."""
-    if not (ROOT / path).is_file():
-        return f"{path}: no such file"
-    if name is None:
-        return None
-    if path.endswith(".py"):
-        return None if name in defined_names(path) else f"{path}: defines no {name}"
-    return None if name in (ROOT / path).read_text() else f"{path}: does not mention {name}"
-
-
-def missing_test(reference: str) -> str | None:
-    path, _, name = reference.partition("::")
-    if not path.startswith("tests/") or not name.startswith("test_"):
-        return f"{reference}: not a tests/…::test_… reference"
-    return missing_place(path, name)
-
-
-def makefile_targets() -> set[str]:
-    return set(re.findall(r"^([a-z][a-z-]*):", (ROOT / "Makefile").read_text(), re.MULTILINE))
-
-
-def missing_command(command: str, runner: FlaskCliRunner) -> str | None:
-    """Why a command a concept tells a workshop to run would not work, or None."""
-    words = command.replace(".venv/bin/", "", 1).split()  # commands are written as a newcomer types them
-    if words[:3] == ["flask", "--app", "checkout"]:
-        result = runner.invoke(args=[*words[3:], "--help"])
-        return None if result.exit_code == 0 else f"{command}: no such flask command"
-    if words[:2] == ["python", "-m"]:
-        spec = importlib.util.find_spec(words[2])
-        if spec is None or spec.origin is None:
-            return f"{command}: no module {words[2]}"
-        source = Path(spec.origin).read_text()
-        unknown = [word for word in words[3:] if word.startswith("--") and f'"{word}"' not in source]
-        return f"{command}: the module takes no {unknown}" if unknown else None
-    if words[0] == "make":
-        return None if words[1] in makefile_targets() else f"{command}: no such make target"
-    return f"{command}: not a flask, python -m or make command"
-
-
-# --- the data ---------------------------------------------------------------------------
-
-
-def test_slugs_and_titles_are_unique_and_every_idea_is_two_to_five_sentences() -> None:
-    assert len(CONCEPTS) >= 10
-    assert len({c.slug for c in CONCEPTS}) == len(CONCEPTS)
-    assert len({c.title for c in CONCEPTS}) == len(CONCEPTS)
-    for concept in CONCEPTS:
-        assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", concept.slug), concept.slug
-        assert 2 <= len(concept.idea) <= 5, concept.slug
-        assert all(sentence.endswith(".") for sentence in concept.idea), concept.slug
-        assert concept.app and concept.lab and concept.tests, concept.slug
-
-
-@pytest.mark.parametrize("concept", CONCEPTS, ids=IDS)
-def test_every_file_and_name_a_concept_cites_exists(concept: Concept) -> None:
-    problems = [missing_place(place.path, place.name) for place in concept.app]
-    assert [problem for problem in problems if problem] == []
-
-
-@pytest.mark.parametrize("concept", CONCEPTS, ids=IDS)
-def test_every_test_a_concept_cites_exists(concept: Concept) -> None:
-    problems = [missing_test(reference) for reference in concept.tests]
-    assert [problem for problem in problems if problem] == []
-
-
-def test_every_page_exercise_and_command_a_concept_cites_exists(app: Flask, runner: FlaskCliRunner) -> None:
-    endpoints = {rule.endpoint for rule in app.url_map.iter_rules()}
-    assert set(PAGES) <= endpoints
-    slugs = {exercise.slug for exercise in EXERCISES}
-    problems: list[str] = []
-    for concept in CONCEPTS:
-        for place in concept.lab:
-            pointers = [pointer for pointer in (place.page, place.exercise, place.command) if pointer]
-            if len(pointers) > 1:
-                problems.append(f"{concept.slug}: {place.what}: more than one place")
-            if place.page and place.page not in PAGES:
-                problems.append(f"{concept.slug}: {place.page} is not in PAGES")
-            if place.exercise and place.exercise not in slugs:
-                problems.append(f"{concept.slug}: no exercise {place.exercise}")
-            if place.command:
-                problems.append(missing_command(place.command, runner) or "")
-    assert [problem for problem in problems if problem] == []
-
 
 # --- the page ---------------------------------------------------------------------------
 
@@ -200,26 +81,23 @@ def read_page(client: FlaskClient, path: str) -> tuple[str, _Page]:
     return html, page
 
 
-def _lab_text(place: InLab) -> str:
-    return str(escape(place.what)).split("`")[0]
-
-
-def test_the_concepts_page_renders_every_concept_and_every_place(client: FlaskClient) -> None:
-    html, _page = read_page(client, "/lab/concepts")
-    for concept in CONCEPTS:
-        start = html.index(f'<section class="card concept" id="{concept.slug}" data-testid="concept-{concept.slug}"')
-        section = html[start : html.index("</section>", start)]
-        assert f">{escape(concept.title)}</h2>" in section
-        for place in concept.app:
-            assert f"<code>{place.path}</code>" in section
-            if place.name:
-                assert f"<code>{place.name}</code>" in section
-        for lab in concept.lab:
-            assert _lab_text(lab) in section
-            if lab.command:
-                assert f"<code>{escape(lab.command)}</code>" in section
-        for reference in concept.tests:
-            assert f"<code>{reference}</code>" in section
+@pytest.mark.parametrize("language", ["en", "uk"])
+def test_the_concepts_page_renders_every_concept_and_every_place(
+    app: Flask, client: FlaskClient, language: str
+) -> None:
+    html, _page = read_page(client, f"/lab/concepts?lang={language}")
+    with app.test_request_context():
+        for concept in content.concepts(language):
+            start = html.index(
+                f'<section class="card concept" id="{concept.slug}" data-testid="concept-{concept.slug}"'
+            )
+            section = html[start : html.index("</section>", start)]
+            assert f">{escape(concept.title)}</h2>" in section
+            assert f'<p class="idea">{content.inline(concept.idea)}</p>' in section
+            for place in (*concept.app, *concept.lab):
+                assert f"<li>{content.inline(place)}</li>" in section
+            for reference in concept.tests:
+                assert f"<code>{reference}</code>" in section
 
 
 def test_the_concepts_page_is_accessible_and_every_link_leads_somewhere(client: FlaskClient) -> None:
@@ -249,36 +127,6 @@ def test_the_lab_and_the_exercises_link_to_the_concepts(client: FlaskClient) -> 
 @pytest.mark.parametrize("app_overrides", [{"CHECKOUT_LAB": False}])
 def test_with_the_lab_off_the_concepts_page_is_404(client: FlaskClient, app_overrides: dict[str, Any]) -> None:
     assert client.get("/lab/concepts").status_code == 404
-
-
-# --- the README -------------------------------------------------------------------------
-
-
-def readme_section() -> str:
-    start = README.index("\n## The ideas, mapped\n")
-    assert README.index("\n## The workshop\n") < start < README.index("\n## The JSON API\n")
-    return README[start : README.index("\n## ", start + 1)]
-
-
-def test_the_readme_maps_every_concept_and_every_place_it_names_exists() -> None:
-    section = readme_section()
-    headings = re.findall(r"^### (.+)$", section, re.MULTILINE)
-    assert headings == [concept.title for concept in CONCEPTS]
-    problems: list[str | None] = []
-    for code in re.findall(r"`([^`]+)`", section):
-        for part in code.split():
-            path, _, name = part.partition("::")
-            if re.fullmatch(r"(checkout|tests|templates|static)/[\w/.-]+\.\w+", path):
-                problems.append(missing_test(part) if name else missing_place(path, None))
-    assert [problem for problem in problems if problem] == []
-    # Functions are named as the rest of the README names them: `checkout/file.py` (`name`, `Class.method`).
-    cited = [
-        (path, name)
-        for path, names in re.findall(r"`([\w/.-]+\.py)` \(((?:`[\w.]+`(?:, )?)+)\)", section)
-        for name in re.findall(r"`([\w.]+)`", names)
-    ]
-    assert len(cited) >= len(CONCEPTS)
-    assert [f"{path}: {name}" for path, name in cited if missing_place(path, name)] == []
 
 
 # --- what the concepts state that no other test pins down ---------------------------------

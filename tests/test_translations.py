@@ -133,11 +133,3 @@ def test_every_translation_keeps_the_html_of_its_english(language: str) -> None:
             f"{ids[0][:60]!r}: {sorted(TAG.findall(form))}" for form in forms if sorted(TAG.findall(form)) != expected
         ]
     assert not changed, "\n".join(changed[:20])
-
-
-def test_the_extractor_hands_the_catalogs_what_each_mistakes_page_shows(source_strings: dict[Key, str]) -> None:
-    from checkout.lab.mistakes.catalog import MISTAKES
-
-    for mistake in MISTAKES:
-        for shown in (mistake.title, mistake.what, mistake.fix, mistake.trigger, mistake.look_for, *mistake.steps):
-            assert (None, shown) in source_strings, f"{mistake.name}: {shown[:60]!r} is not extracted"

@@ -7,7 +7,6 @@ kept: no meta refresh).
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from typing import Any
 
@@ -15,15 +14,12 @@ import sqlalchemy as sa
 from flask import Blueprint, Response, current_app, flash, jsonify, redirect, render_template, request, url_for
 from flask.typing import ResponseReturnValue
 from flask_babel import gettext as _
-from markupsafe import Markup, escape
 
 from checkout.database import table_of, utcnow
 from checkout.extensions import db
 from checkout.gateway.relay import deliverer, webhook_url
 from checkout.idempotency import IdempotencyRecord, RecordView, Scope, peek
-from checkout.lab import controls, damage, lab_only
-from checkout.lab.concepts import CONCEPTS, PAGES
-from checkout.lab.exercises import EXERCISES
+from checkout.lab import content, controls, damage, lab_only
 from checkout.lab.ledger import (
     COUNTER_LABELS,
     COUNTERS,
@@ -140,7 +136,7 @@ def live() -> ResponseReturnValue:
 
 @bp.get("/lab/exercises")
 def exercises() -> ResponseReturnValue:
-    return render_template("lab/exercises.html", exercises=EXERCISES)
+    return render_template("lab/exercises.html", exercises=content.exercises())
 
 
 @bp.post("/lab/button-guard")
@@ -218,21 +214,11 @@ def reconcile_now() -> ResponseReturnValue:
 
 @bp.get("/lab/concepts")
 def concepts() -> ResponseReturnValue:
-    return render_template(
-        "lab/concepts.html",
-        concepts=CONCEPTS,
-        pages=PAGES,
-        exercises={exercise.slug: exercise for exercise in EXERCISES},
-    )
+    return render_template("lab/concepts.html", concepts=content.concepts())
 
 
-_TICKED = re.compile(r"`([^`]+)`")
-
-
-@bp.app_template_filter("ticks")
-def ticks(text: str) -> Markup:
-    """Plain text, escaped, with `name` shown as <code>name</code> (how checkout.lab.concepts marks code)."""
-    return Markup(_TICKED.sub(r"<code>\1</code>", str(escape(text))))
+# A paragraph or list item of a content file (content/), rendered: `code`, links, emphasis; never raw HTML.
+bp.add_app_template_filter(content.inline, "md")
 
 
 @bp.app_template_filter("ago")

@@ -1,4 +1,4 @@
-"""Exercise 9 (checkout/lab/exercises.py, "relay-crash"), done as its text says: the mail relay dies
+"""Exercise 9 (content/en/exercises/09-relay-crash.md), done as its text says: the mail relay dies
 between sending the confirmation and marking it sent, and the mailbox shows what the receiver got."""
 
 from __future__ import annotations

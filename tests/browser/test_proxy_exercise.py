@@ -1,4 +1,4 @@
-"""Exercise 14, the proxy resends (checkout/lab/exercises.py), done as its text says: through a real
+"""Exercise 14, the proxy resends (content/en/exercises/14-proxy-resends.md), done as its text says: through a real
 nginx in front of two gunicorn servers, configured as make proxy configures them (tests/proxies.py)."""
 
 from __future__ import annotations

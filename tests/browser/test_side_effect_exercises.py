@@ -1,4 +1,4 @@
-"""Exercises 7, 8, 10 and 11 (checkout/lab/exercises.py), done in Chromium exactly as their texts say."""
+"""Exercises 7, 8, 10 and 11 (content/en/exercises/), done in Chromium exactly as their texts say."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Exercises 12 and 13 (checkout/lab/exercises.py, "redis-forgets" and "legacy-gateway"), done as their texts
+"""Exercises 12 and 13 (content/en/exercises/12-redis-forgets.md and 13-legacy-gateway.md), done as their texts
 say: the mass test and the retry client as real processes, the lab's pages and buttons in Chromium, and the
 report command as a real process."""
 

@@ -1,15 +1,6 @@
 """check-then-insert: look the key up, then insert it, with no unique constraint.
 
-THE MISTAKE: two steps where one is needed. A SELECT asks "is this key new?",
-then an INSERT records it. Two requests with one key that arrive together both
-read "new" before either has inserted, and nothing in the table refuses the
-second row (lab_check_then_insert_keys has no unique constraint): both pay.
-The code looks right, and passes every test that sends one request at a time.
-
-THE FIX in the safe code: checkout/idempotency/engine.py (_claim): one
-INSERT ... ON CONFLICT DO NOTHING against the unique (customer, endpoint, key)
-of checkout/idempotency/models.py (IdempotencyRecord) decides the race; the
-read before it is only a shortcut for retries that come later.
+The shop's payment with one part swapped; its page's words: content/<language>/mistakes/check-then-insert.md
 """
 
 from __future__ import annotations

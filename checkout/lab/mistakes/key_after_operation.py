@@ -1,17 +1,6 @@
 """key-after-operation: the key is written after the order and the charge.
 
-THE MISTAKE: the key is remembered only once the work is done, with its
-answer, like a cache. Until that last line nothing says this key is being
-paid: a worker that dies after the charge (killed, out of memory, deployed
-over) or a gateway whose answer is lost leaves the money taken and the key
-unknown, and the retry pays again. (Two duplicates at once both pay too:
-neither has written the key yet.)
-
-THE FIX in the safe code: checkout/idempotency/engine.py (_claim) claims the
-key first, in the transaction that creates the order, and
-checkout/shop/placement.py (PlaceOrder.phases) commits the recovery point
-order_created before the gateway is called: a retry resumes that order under
-its own gateway key instead of placing another.
+The shop's payment with one part swapped; its page's words: content/<language>/mistakes/key-after-operation.md
 """
 
 from __future__ import annotations

@@ -1,15 +1,6 @@
 """memory-store: keys kept in one worker's memory.
 
-THE MISTAKE: the store is a dict in this Python process. Here it is even
-atomic (a lock) and fast, but a shop served by several workers (make serve:
-gunicorn, four of them) or several servers has one store per process: a retry
-that lands on another worker finds nothing and pays again. A restart or a
-deploy forgets every key too. (Each answer's Lab-Worker header says which
-process answered.)
-
-THE FIX in the safe code: checkout/idempotency/models.py (IdempotencyRecord):
-the records live in the database every worker and server shares, claimed by
-checkout/idempotency/engine.py (_claim).
+The shop's payment with one part swapped; its page's words: content/<language>/mistakes/memory-store.md
 """
 
 from __future__ import annotations

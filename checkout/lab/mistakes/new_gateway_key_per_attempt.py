@@ -1,19 +1,7 @@
 """new-gateway-key-per-attempt: the gateway gets a fresh key on every retry.
 
-THE MISTAKE: the shop claims its own key correctly, but every attempt to
-charge is a new payment at the gateway, under a new gateway key. When the
-gateway's answer is lost (a timeout: card 4000 0000 0000 0259) the charge may
-well exist; the retry asks under a key the gateway has never seen, so it
-charges again. (Each attempt here also sends its own reference, the order's
-id and the attempt's: this shop's mock gateway refuses a second succeeded
-charge for one reference, a last line of defence a real provider may not
-have.)
-
-THE FIX in the safe code: checkout/shop/placement.py (from_the_order,
-PlaceOrder.charge): the gateway key is derived from the order, made once, and
-the same on every retry, resumed call and reconcile run; the gateway
-(checkout/gateway/client.py, Gateway.charge) returns the first charge made
-under it.
+The shop's payment with one part swapped.
+Its page's words: content/<language>/mistakes/new-gateway-key-per-attempt.md
 """
 
 from __future__ import annotations

@@ -1,15 +1,6 @@
 """no-fingerprint: a changed body under a used key is not detected.
 
-THE MISTAKE: the store keeps the key and the answer, but not what was asked.
-A client that reuses a key for another request (a bug, a form edited and sent
-again, a key hard-coded in a script) is answered with the first request's
-stored answer as if it were this one's: "201 Created" for an order of five
-mugs that was never placed, holding the first order of two.
-
-THE FIX in the safe code: checkout/shop/placement.py (keyed_fingerprint) stores
-an HMAC of the normalized body with the key (checkout/idempotency/fingerprint.py,
-fingerprint), and checkout/idempotency/engine.py (_answer_existing) answers 422
-idempotency-key-reused when it differs, leaving the stored answer untouched.
+The shop's payment with one part swapped; its page's words: content/<language>/mistakes/no-fingerprint.md
 """
 
 from __future__ import annotations

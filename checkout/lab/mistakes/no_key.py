@@ -1,15 +1,6 @@
 """no-key: no key at all (the unsafe checkout, as an API).
 
-THE MISTAKE: nothing tells a retry from a new payment. The Idempotency-Key
-header is not even read, so every request that arrives is a new order and a
-new charge: a double-click, a retry after a timeout, a proxy's resend, each
-pays again.
-
-THE FIX in the safe code: checkout/shop/api.py (create_order), which refuses a
-request without a key (400) and hands the key to the engine, which claims it
-once: checkout/idempotency/engine.py (_claim).
-
-Its browser twin is the lab's unsafe checkout (/lab/unsafe-checkout).
+The shop's payment with one part swapped; its page's words: content/<language>/mistakes/no-key.md
 """
 
 from __future__ import annotations

@@ -1,16 +1,6 @@
 """no-stored-result: the key is stored but not the response.
 
-THE MISTAKE: the store remembers that a key was used, not what was answered.
-A retry is turned away with a generic "already processed", so a client whose
-first answer was lost never learns its order: not its id, not even whether
-the card was declined. It gets a 200 where the first answer was a 201, with
-no order in it; many clients then try again with a new key, and pay twice.
-
-THE FIX in the safe code: checkout/idempotency/engine.py (_answer_existing)
-replays the stored status, headers and byte-identical body, which
-checkout/shop/responders.py (ApiResponder) built once and the engine stored in
-the transaction that finished the order; checkout/shop/api.py (answer) adds
-Idempotent-Replayed: true.
+The shop's payment with one part swapped; its page's words: content/<language>/mistakes/no-stored-result.md
 """
 
 from __future__ import annotations
