@@ -50,6 +50,8 @@ def create_app(config: Mapping[str, Any] | None = None, *, instance_path: str | 
     from checkout.gateway import models as _gateway_models  # noqa: F401
     from checkout.idempotency import models as _idempotency_models  # noqa: F401
     from checkout.lab import servers as _lab_servers  # noqa: F401  (the lab_workers table)
+    from checkout.lab import tables as _lab_tables  # noqa: F401  (the lab's accounts, kept while it is on)
+    from checkout.lab.mistakes import check_then_insert as _unconstrained  # noqa: F401  (its table is its mistake)
     from checkout.lab.mistakes import models as _mistake_models  # noqa: F401
     from checkout.mail import models as _mail_models  # noqa: F401
     from checkout.shop import models as _shop_models  # noqa: F401

@@ -23,7 +23,7 @@ from checkout.database import utcnow
 from checkout.extensions import db
 from checkout.gateway import GatewayCharge, GatewayEvent
 from checkout.gateway.signing import HEADER, sign
-from checkout.idempotency import IdempotencyEvent, IdempotencyRecord
+from checkout.idempotency.models import IdempotencyEvent, IdempotencyRecord
 from checkout.shop.models import Order, Product
 from checkout.shop.responders import API_ENDPOINT
 
@@ -60,7 +60,21 @@ class Ledger:
             return rows
 
     def orders(self, *where: Any) -> list[Order]:
-        return self.rows(Order, *where)
+        """The orders, each with the lab's account of it attached (``path``, ``purchase_ref``; checkout.lab.tables),
+        filtered by ``where`` on Order or LabOrder."""
+        from checkout.lab.tables import LabOrder, path_of_order
+
+        with self.app.app_context():
+            rows = db.session.execute(
+                sa.select(Order, path_of_order(), LabOrder.purchase_ref)
+                .outerjoin(LabOrder, LabOrder.order_id == Order.id)
+                .where(*where)
+                .order_by(Order.id)
+            ).all()
+            db.session.commit()  # keeps the rows loaded after the session ends
+        for order, path, purchase in rows:
+            order.path, order.purchase_ref = path, purchase  # type: ignore[attr-defined]
+        return [order for order, _path, _purchase in rows]
 
     def charges(self, *where: Any) -> list[GatewayCharge]:
         return self.rows(GatewayCharge, *where)
@@ -93,7 +107,13 @@ def stock_out_of_balance(app: Flask) -> dict[str, tuple[int, int, int]]:
                 .group_by(OrderItem.sku)
             ).all()
         )
-        products = db.session.execute(sa.select(Product.sku, Product.seeded_stock, Product.stock)).all()
+        from checkout.lab.tables import LabStock
+
+        products = db.session.execute(
+            sa.select(Product.sku, sa.func.coalesce(LabStock.seeded, 0), Product.stock).outerjoin(
+                LabStock, LabStock.sku == Product.sku
+            )
+        ).all()
         db.session.remove()
     return {
         sku: (seeded, left, int(held.get(sku, 0)))
@@ -188,7 +208,8 @@ def claim_as_a_dying_worker(
 
     Returns what the claim returned: an Operation, or what the key's existing record means.
     """
-    from checkout.idempotency import Scope, Settings, begin
+    from checkout.idempotency import Scope, Settings
+    from checkout.idempotency.engine import begin
     from checkout.shop.models import Customer
     from checkout.shop.placement import SAFE, OrderRequest, PlaceOrder, keyed_fingerprint
     from checkout.shop.responders import ApiResponder

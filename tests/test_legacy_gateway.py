@@ -13,9 +13,9 @@ from flask.testing import FlaskClient
 
 from checkout.gateway import CardDeclined, GatewayCharge, GatewayEvent, GatewayTimeout, GatewayUnavailable
 from checkout.gateway.legacy import LegacyGateway
-from checkout.idempotency import IdempotencyEvent
+from checkout.idempotency.models import IdempotencyEvent
 from checkout.lab.legacy import LEGACY_PATH, NO_LOOKUP_PATH, legacy_gateway
-from checkout.shop.models import Order
+from checkout.lab.tables import LabOrder
 from tests.helpers import (
     ALICE,
     ANSWER_LOST_CARD,
@@ -48,7 +48,7 @@ def damage_of(client: FlaskClient, path: str) -> dict[str, int]:
 def measured(name: str, client: FlaskClient, path: str, ledger: Ledger) -> None:
     found = damage_of(client, path)
     print(
-        f"\n[measure] {name}: path={path} orders={len(ledger.orders(Order.path == path))} "
+        f"\n[measure] {name}: path={path} orders={len(ledger.orders(LabOrder.path == path))} "
         f"succeeded_charges={len(ledger.succeeded_charges())} charged=${found.get('charged_cents', 0) / 100:.2f} "
         f"charged_more_than_once=${found.get('charged_more_than_once_cents', 0) / 100:.2f}"
     )

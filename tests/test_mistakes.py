@@ -26,9 +26,10 @@ from markupsafe import escape
 
 from checkout.extensions import db
 from checkout.gateway import SUCCEEDED, GatewayCharge
-from checkout.idempotency import IdempotencyEvent
+from checkout.idempotency.models import IdempotencyEvent
 from checkout.lab.content import inline
 from checkout.lab.mistakes.catalog import BY_NAME, MISTAKES
+from checkout.lab.tables import LabOrder
 from checkout.shop.models import Order
 from checkout.shop.money import format_money
 from tests.conftest import LiveServer
@@ -84,7 +85,11 @@ class Damage:
 def damage_of(app: Flask, path: str) -> Damage:
     """Orders and succeeded charges of one path, read from the ledger; the money from the lab's damage API."""
     with app.app_context():
-        order_ids = list(db.session.scalars(sa.select(Order.public_id).where(Order.path == path)))
+        order_ids = list(
+            db.session.scalars(
+                sa.select(Order.public_id).join(LabOrder, LabOrder.order_id == Order.id).where(LabOrder.path == path)
+            )
+        )
         references = db.session.scalars(sa.select(GatewayCharge.reference).where(GatewayCharge.status == SUCCEEDED))
         # A charge's reference is its order's id, or the id and "/<attempt>" for a twin that charges per attempt.
         charges = sum(1 for reference in references if reference.split("/")[0] in order_ids)
@@ -206,7 +211,9 @@ def test_key_after_operation_pays_again_after_a_crash_between_the_steps_and_the_
     assert safe_retry.status_code == 201
     assert safe_damage == Damage(1, 1, 0, 0)
     with app.app_context():
-        safe_order = db.session.scalars(sa.select(Order).where(Order.path == SAFE)).one()
+        safe_order = db.session.scalars(
+            sa.select(Order).join(LabOrder, LabOrder.order_id == Order.id).where(LabOrder.path == SAFE)
+        ).one()
         assert safe_retry.get_json()["id"] == safe_order.public_id and safe_order.status == "paid"
         db.session.remove()
 

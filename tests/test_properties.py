@@ -27,6 +27,7 @@ from checkout.gateway import GatewayCharge, GatewayRefund
 from checkout.gateway.models import GatewayEvent
 from checkout.gateway.signing import HEADER, sign
 from checkout.gateway.webhooks import body_of
+from checkout.lab.tables import LabStock
 from checkout.mail.models import ORDER_CONFIRMATION, REFUND_RECEIPT, OutboxMessage
 from checkout.shop.models import HOLDS_STOCK, REFUND_SUCCEEDED, REFUNDED, Order, OrderItem, Product, Refund
 from checkout.shop.reconcile import reconcile
@@ -50,6 +51,8 @@ AMOUNTS = [None, 100, 700, 5000]  # None: all that is left
 PAID_STATES = ("paid", "partially_refunded", REFUNDED)
 THE_LAST_LAMP = [{"sku": "LAST-01", "quantity": 1}]
 LEDGER_TABLES = (  # children first
+    "lab_refunds",
+    "lab_orders",
     "refunds",
     "webhook_receipts",
     "outbox_messages",
@@ -74,7 +77,8 @@ def test_no_sequence_of_retries_faults_crashes_refunds_and_webhooks_breaks_an_in
             with app.app_context():  # each example starts from an empty ledger and the seeded stock
                 for table in LEDGER_TABLES:
                     db.session.execute(db.metadata.tables[table].delete())
-                db.session.execute(sa.update(Product).values(stock=Product.seeded_stock))
+                seeded = sa.select(LabStock.seeded).where(LabStock.sku == Product.sku).scalar_subquery()
+                db.session.execute(sa.update(Product).values(stock=seeded))
                 db.session.commit()
                 db.session.remove()
             prefix = uuid.uuid4().hex[:8]
@@ -304,7 +308,9 @@ def check_ledger(app: Flask, *, recovered: bool) -> None:
         refunds = db.session.scalars(sa.select(Refund)).all()
         gateway_refunds = db.session.scalars(sa.select(GatewayRefund)).all()
         items = db.session.execute(sa.select(OrderItem.order_id, OrderItem.sku, OrderItem.quantity)).all()
-        products = db.session.execute(sa.select(Product.sku, Product.stock, Product.seeded_stock)).all()
+        products = db.session.execute(
+            sa.select(Product.sku, Product.stock, LabStock.seeded).join(LabStock, LabStock.sku == Product.sku)
+        ).all()
         emails = db.session.execute(sa.select(OutboxMessage.kind, OutboxMessage.subject)).all()
         db.session.remove()
 

@@ -18,9 +18,9 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from checkout.client import place_order
-from checkout.idempotency import IdempotencyEvent, IdempotencyRecord
+from checkout.idempotency.models import IdempotencyEvent, IdempotencyRecord
 from checkout.lab.redis_store import PREFIX, REDIS_PATH
-from checkout.shop.models import Order
+from checkout.lab.tables import LabOrder
 from tests.conftest import LiveServer
 from tests.helpers import (
     ALICE,
@@ -296,7 +296,7 @@ def test_redis_flushed_in_the_middle_of_a_run_leaves_one_order_and_one_charge_pe
     assert 4 <= answered_before < live_server.answer_count(ROUTE)  # the run went on after the flush
     reclaimed = [key for key, claims in claims_per_key(ledger).items() if claims > 1]
     assert reclaimed, "no key was claimed again after the flush: Redis forgot nothing that mattered"
-    orders = ledger.orders(Order.path == REDIS_PATH)
+    orders = ledger.orders(LabOrder.path == REDIS_PATH)
     assert len(orders) == len(bodies) and {o.status for o in orders} == {"paid"}
     charges = ledger.succeeded_charges()
     assert sorted(c.reference for c in charges) == sorted(o.public_id for o in orders)  # one charge per order

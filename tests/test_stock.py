@@ -14,6 +14,7 @@ from flask.testing import FlaskClient, FlaskCliRunner
 from sqlalchemy.exc import IntegrityError
 
 from checkout.extensions import db
+from checkout.lab.tables import LabStock
 from checkout.shop.models import HOLDS_STOCK, Order, OrderItem, Product
 from checkout.transactions import writing
 from tests.helpers import (
@@ -43,7 +44,8 @@ def assert_stock_invariant(app: Flask) -> None:
                 .group_by(OrderItem.sku)
             ).all()
         )
-        for sku, stock, seeded in db.session.execute(sa.select(Product.sku, Product.stock, Product.seeded_stock)):
+        stocked = sa.select(Product.sku, Product.stock, LabStock.seeded).join(LabStock, LabStock.sku == Product.sku)
+        for sku, stock, seeded in db.session.execute(stocked):
             assert seeded == stock + int(held.get(sku, 0)), (sku, seeded, stock, held.get(sku))
         db.session.remove()
 

@@ -24,6 +24,7 @@ import sqlalchemy as sa
 
 from checkout.extensions import db
 from checkout.gateway import SUCCEEDED, GatewayCharge
+from checkout.lab.tables import LabOrder, path_of_order
 from checkout.shop.models import DECLINED, Customer, Order
 
 # The checkout paths that keep every defence (the shop's own, and the lab's safe variants of it: records
@@ -120,11 +121,12 @@ def purchases(*, prefix: str | None = None) -> list[Purchase]:
         .group_by(GatewayCharge.reference)
         .subquery()
     )
-    ref = sa.func.coalesce(Order.purchase_ref, Order.public_id)
+    ref = sa.func.coalesce(LabOrder.purchase_ref, Order.public_id)
+    path = path_of_order().label("path")
     query = (
         sa.select(
             ref.label("ref"),
-            Order.path,
+            path,
             sa.func.coalesce(Customer.name, Customer.public_id).label("customer"),
             sa.func.max(Order.total_cents).label("amount"),
             sa.func.min(Order.currency).label("currency"),
@@ -135,14 +137,15 @@ def purchases(*, prefix: str | None = None) -> list[Purchase]:
             sa.func.max(Order.updated_at).label("last_activity"),
         )
         .join(Customer, Customer.id == Order.customer_id)
+        .outerjoin(LabOrder, LabOrder.order_id == Order.id)
         # A charge's reference is its order's id (or, for a twin that charges per attempt, the id and "/<attempt>").
         .outerjoin(
             charged, sa.or_(charged.c.reference == Order.public_id, charged.c.reference.like(Order.public_id + "/%"))
         )
-        .group_by(ref, Order.path, Customer.name, Customer.public_id)
+        .group_by(ref, path_of_order(), Customer.name, Customer.public_id)
     )
     if prefix:
-        query = query.where(Order.purchase_ref.startswith(prefix, autoescape=True))
+        query = query.where(LabOrder.purchase_ref.startswith(prefix, autoescape=True))
     rows = db.session.execute(query).all()
     found = [
         Purchase(

@@ -10,9 +10,10 @@ import sqlalchemy as sa
 from checkout.extensions import db
 from checkout.gateway import GatewayCharge, GatewayEvent
 from checkout.i18n import N_, _
-from checkout.idempotency import IdempotencyEvent, IdempotencyRecord
+from checkout.idempotency.models import IdempotencyEvent, IdempotencyRecord
 from checkout.lab import damage
 from checkout.lab.servers import servers_of
+from checkout.lab.tables import SAFE, LabOrder, LabRefund, LabStock, path_of_order
 from checkout.shop.models import HOLDS_STOCK, Customer, Order, OrderItem, Product, Refund, WebhookReceipt
 
 LIMIT = 200
@@ -29,8 +30,9 @@ def ledger(limit: int = LIMIT) -> dict[str, list[dict[str, Any]]]:
         .limit(limit)
     ).all()
     orders = db.session.execute(
-        sa.select(Order, Customer.public_id)
+        sa.select(Order, Customer.public_id, path_of_order(), LabOrder.purchase_ref)
         .join(Customer)
+        .outerjoin(LabOrder, LabOrder.order_id == Order.id)
         .order_by(Order.created_at.desc(), Order.id.desc())
         .limit(limit)
     ).all()
@@ -66,12 +68,12 @@ def ledger(limit: int = LIMIT) -> dict[str, list[dict[str, Any]]]:
                 "total_cents": o.total_cents,
                 "currency": o.currency,
                 "charge_id": o.charge_id,
-                "path": o.path,
-                "unsafe": not damage.is_protected(o.path),
-                "purchase": o.purchase_ref,
+                "path": path,
+                "unsafe": not damage.is_protected(path),
+                "purchase": purchase,
                 "created_at": _iso(o.created_at),
             }
-            for o, customer in orders
+            for o, customer, path, purchase in orders
         ],
         "charges": [
             {
@@ -196,8 +198,9 @@ def totals() -> dict[str, int]:
 
 def refunds_list(limit: int = LIMIT) -> list[dict[str, Any]]:
     rows = db.session.execute(
-        sa.select(Refund, Order.public_id)
+        sa.select(Refund, Order.public_id, sa.func.coalesce(LabRefund.path, SAFE))
         .join(Order, Order.id == Refund.order_id)
+        .outerjoin(LabRefund, LabRefund.refund_id == Refund.id)
         .order_by(Refund.created_at.desc(), Refund.id.desc())
         .limit(limit)
     ).all()
@@ -208,11 +211,11 @@ def refunds_list(limit: int = LIMIT) -> list[dict[str, Any]]:
             "amount_cents": r.amount_cents,
             "currency": r.currency,
             "status": r.status,
-            "path": r.path,
+            "path": path,
             "idempotency_key": r.idempotency_key,
             "created_at": _iso(r.created_at),
         }
-        for r, order_id in rows
+        for r, order_id, path in rows
     ]
 
 
@@ -226,7 +229,11 @@ def stock_list() -> list[dict[str, Any]]:
             .group_by(OrderItem.sku)
         ).all()
     )
-    products = db.session.execute(sa.select(Product.sku, Product.name, Product.stock, Product.seeded_stock)).all()
+    products = db.session.execute(
+        sa.select(Product.sku, Product.name, Product.stock, sa.func.coalesce(LabStock.seeded, 0))
+        .outerjoin(LabStock, LabStock.sku == Product.sku)
+        .order_by(Product.id)
+    ).all()
     return [
         {
             "sku": sku,

@@ -48,22 +48,11 @@ from checkout.database import utcnow
 from checkout.extensions import db
 from checkout.gateway import Gateway
 from checkout.i18n import N_
-from checkout.idempotency import (
-    COMPLETED,
-    FINISHED,
-    IN_PROGRESS,
-    STARTED,
-    Complete,
-    LeaseLost,
-    MoveTo,
-    RecordView,
-    Scope,
-    Settings,
-    StoredResponse,
-    note,
-)
-from checkout.idempotency.audit import worker_name
+from checkout.idempotency import Complete, MoveTo, Scope, Settings, StoredResponse
+from checkout.idempotency.audit import note, worker_name
 from checkout.idempotency.store import Held
+from checkout.idempotency.types import COMPLETED, FINISHED, IN_PROGRESS, STARTED, LeaseLost, RecordView
+from checkout.lab.tables import LabOrder
 from checkout.shop.models import PENDING, Customer, Order
 from checkout.shop.orders import by_public_id
 from checkout.shop.placement import PaymentEvent, settle
@@ -418,7 +407,8 @@ def _unrecorded(settings: Settings) -> list[tuple[Scope, str]]:
     rows = db.session.execute(
         sa.select(Customer.public_id, Order.idempotency_key, Order.public_id)
         .join(Customer, Customer.id == Order.customer_id)
-        .where(Order.status == PENDING, Order.path == REDIS_PATH, Order.updated_at < quiet_since)
+        .join(LabOrder, LabOrder.order_id == Order.id)
+        .where(Order.status == PENDING, LabOrder.path == REDIS_PATH, Order.updated_at < quiet_since)
         .order_by(Order.id)
     ).all()
     return [(Scope(customer, REDIS_ENDPOINT, str(key)), public_id) for customer, key, public_id in rows]

@@ -18,7 +18,8 @@ from wtforms import HiddenField
 
 from checkout.extensions import csrf_exempt
 from checkout.i18n import _
-from checkout.idempotency import Done, Refused, Scope, run
+from checkout.idempotency import Scope, run
+from checkout.idempotency.types import Done, Refused
 from checkout.lab import lab_only
 from checkout.lab.mistakes.twin import twin
 from checkout.shop import carts, parsing
@@ -26,7 +27,6 @@ from checkout.shop.api import REFUNDS, place_order, refund_order
 from checkout.shop.carts import purchase_of
 from checkout.shop.forms import PaymentForm
 from checkout.shop.identity import browser_customer_id, browser_identity
-from checkout.shop.models import UNSAFE_PATH
 from checkout.shop.parsing import RequestedLine
 from checkout.shop.placement import OrderRequest, PlaceOrder, a_new_key_per_request
 from checkout.shop.responders import BrowserOutcome, BrowserResponder
@@ -36,6 +36,7 @@ from checkout.transactions import writing
 bp = lab_only(Blueprint("unsafe", __name__))
 
 # The shop's payment with no store: the one part this checkout swaps.
+UNSAFE_PATH = "unsafe"
 UNSAFE = replace(twin("unsafe", store=None), endpoint="POST /api/lab/unsafe-orders", path=UNSAFE_PATH)
 UNSAFE_CHECKOUT = replace(UNSAFE, endpoint="POST /lab/unsafe-checkout")
 UNSAFE_REFUNDS = replace(

@@ -41,9 +41,6 @@ REFUND_SUCCEEDED = "succeeded"
 
 MAX_QUANTITY = 99
 
-SAFE_PATH = "safe"
-UNSAFE_PATH = "unsafe"  # the lab's checkout with no key at all
-
 
 def public_id(prefix: str) -> str:
     """Random public ids: nobody can guess or count another customer's orders."""
@@ -68,8 +65,6 @@ class Product(Base):
     # What is left to sell. An order takes its quantities off in the transaction that creates it
     # (a conditional UPDATE that cannot go below zero); an order that ends unpaid gives them back.
     stock: Mapped[int] = mapped_column(default=0, server_default="0")
-    # Everything ever put on the shelf: always stock + the quantities of orders that hold stock.
-    seeded_stock: Mapped[int] = mapped_column(default=0, server_default="0")
 
 
 class Customer(Base):
@@ -139,8 +134,8 @@ class Order(Base):
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
     public_id: Mapped[str] = mapped_column(sa.String(32), unique=True, default=lambda: public_id("ord"))
     customer_id: Mapped[int] = mapped_column(BigId, sa.ForeignKey("customers.id"))
-    # NULL only on the lab's deliberately unsafe checkout (NULLs never collide).
-    idempotency_key: Mapped[str | None] = mapped_column(sa.String(255))
+    # The client's key: with customer_id the orders' own unique constraint, the last layer.
+    idempotency_key: Mapped[str] = mapped_column(sa.String(255))
     # The cart version this order pays for (browser orders; NULL for the API and the unsafe checkout).
     cart_id: Mapped[int | None] = mapped_column(BigId, sa.ForeignKey("carts.id"))
     cart_version: Mapped[int | None]
@@ -158,11 +153,6 @@ class Order(Base):
     # Paid after the shopper had already changed the cart: the cart was left as it was, and the
     # checkout says that this earlier payment went through.
     cart_moved_on: Mapped[bool] = mapped_column(default=False, server_default=sa.false())
-    # Which checkout placed it: "safe", or one of the lab's deliberately wrong twins ("unsafe", ...).
-    path: Mapped[str] = mapped_column(sa.String(40), default=SAFE_PATH, server_default=SAFE_PATH)
-    # The client's own name for the purchase (a form field, a JSON field), the same on every retry
-    # and every duplicate: the lab counts money per purchase with it. Never used to deduplicate.
-    purchase_ref: Mapped[str | None] = mapped_column(sa.String(64), index=True)
     # The shopper's language when the order was placed: its emails are written in it, whichever
     # request pays it in the end (the gateway's webhook has no language).
     language: Mapped[str] = mapped_column(sa.String(8), default="en", server_default="en")
@@ -206,8 +196,7 @@ class Refund(Base):
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
     public_id: Mapped[str] = mapped_column(sa.String(32), unique=True)
     order_id: Mapped[int] = mapped_column(BigId, sa.ForeignKey("orders.id"), index=True)
-    # NULL only for the lab's unsafe refunds.
-    idempotency_key: Mapped[str | None] = mapped_column(sa.String(255))
+    idempotency_key: Mapped[str] = mapped_column(sa.String(255))
     # What the gateway is asked with: derived from the refund, the same on every retry.
     refund_key: Mapped[str] = mapped_column(sa.String(64), unique=True)
     amount_cents: Mapped[int]
@@ -215,7 +204,6 @@ class Refund(Base):
     reason: Mapped[str] = mapped_column(sa.String(200), default="")
     status: Mapped[str] = mapped_column(sa.String(16), default=REFUND_PENDING)
     gateway_refund_id: Mapped[str | None] = mapped_column(sa.String(32))
-    path: Mapped[str] = mapped_column(sa.String(40), default=SAFE_PATH, server_default=SAFE_PATH)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 

@@ -18,20 +18,9 @@ from flask.typing import ResponseReturnValue
 from flask_babel import gettext as _
 
 from checkout.extensions import db
-from checkout.idempotency import (
-    Done,
-    InProgress,
-    InvalidKey,
-    Mismatch,
-    Outcome,
-    Refused,
-    Scope,
-    Unfinished,
-    fingerprint,
-    parse_key,
-    peek,
-    run,
-)
+from checkout.idempotency import Scope, fingerprint, parse_key, peek, run
+from checkout.idempotency.keys import InvalidKey
+from checkout.idempotency.types import Done, InProgress, Mismatch, Outcome, Refused, Unfinished
 from checkout.shop import parsing
 from checkout.shop.forms import CheckoutForm, RefundForm
 from checkout.shop.identity import browser_identity, known_browser_customer_id
@@ -83,7 +72,7 @@ def index() -> ResponseReturnValue:
 
 def _finish_form(order: Order) -> CheckoutForm | None:
     """The form that finishes this order's payment, if it is unfinished and nobody is working on it."""
-    if order.status != PENDING or order.idempotency_key is None or order.cart_version is None:
+    if order.status != PENDING or order.cart_version is None:
         return None
     view = peek(Scope(order.customer.public_id, BROWSER_ENDPOINT, order.idempotency_key))
     if view is None or view.completed or view.lease_live:

@@ -28,7 +28,8 @@ from checkout.extensions import db
 from checkout.gateway import Gateway, GatewayTimeout, GatewayUnavailable
 from checkout.gateway import Refund as GatewayRefundAnswer
 from checkout.i18n import N_
-from checkout.idempotency import STARTED, Complete, MoveTo, Operation, Phase, Refuse, RetryLater, Step, StoredResponse
+from checkout.idempotency import Complete, MoveTo, Operation, Phase, Refuse, RetryLater, StoredResponse
+from checkout.idempotency.types import STARTED, Step
 from checkout.problems import json_bytes, problem
 from checkout.shop import emails, orders
 from checkout.shop.models import (
@@ -210,11 +211,11 @@ class PlaceRefund:
                 "currency": order.currency,
                 "reason": self.request.reason,
                 "status": REFUND_PENDING,
-                "path": self.path,
                 "created_at": utcnow(),
                 "updated_at": utcnow(),
             },
         ).scalar_one()
+        orders.refund_placed.send(self.path, refund_id=created)
         operation.reference = refund_id
         operation.note(RefundEvent.REFUND_CREATED, order_id=order.public_id, refund_id=refund_id, amount_cents=amount)
         operation.note(RefundEvent.GATEWAY_CALLED, refund_id=refund_id, gateway_key=refund_key_for(refund_id))

@@ -7,6 +7,7 @@ import sqlalchemy as sa
 from checkout.database import insert_ignoring_conflicts, utcnow
 from checkout.extensions import db
 from checkout.i18n import N_
+from checkout.shop import orders
 from checkout.shop.models import Customer, Product, hash_token
 
 # Enough for the mass test and the benchmarks, run again and again; the last product has one.
@@ -31,33 +32,27 @@ DEMO_CUSTOMERS = [("alice", "cus_demo_alice", "demo-alice-token"), ("bob", "cus_
 def seed(*, demo_customers: bool, reset_stock: bool = False) -> dict[str, int]:
     """Insert what is missing; running it twice changes nothing (today's stock stays).
 
-    ``reset_stock`` puts every product's seeded stock back on the shelf. The
-    restock is added to ``seeded_stock`` too, so that seeded_stock = stock +
-    what orders hold stays true. (Call inside a unit of work.)
+    ``reset_stock`` puts every product's seeded stock back on the shelf. What is
+    put on a shelf is told (``orders.stocked``) to whoever keeps the stock's
+    accounts. (Call inside a unit of work.)
     """
     products = 0
     for sku, name, description, emoji, price, stock in PRODUCTS:
-        result = db.session.execute(
+        inserted = db.session.execute(
             insert_ignoring_conflicts(Product, db.session)
             .values(
-                sku=sku,
-                name=name,
-                description=description,
-                emoji=emoji,
-                price_cents=price,
-                currency="USD",
-                stock=stock,
-                seeded_stock=stock,
+                sku=sku, name=name, description=description, emoji=emoji, price_cents=price, currency="USD", stock=stock
             )
             .returning(Product.id)
-        )
-        products += len(result.all())
-        restock = Product.seeded_stock == 0 if not reset_stock else sa.true()  # never stocked: an older database
-        db.session.execute(
-            sa.update(Product)
-            .where(Product.sku == sku, restock)
-            .values(seeded_stock=Product.seeded_stock + (stock - Product.stock), stock=stock)
-        )
+        ).all()
+        products += len(inserted)
+        added = stock if inserted else 0
+        if reset_stock and not inserted:
+            before = db.session.scalar(sa.select(Product.stock).where(Product.sku == sku))
+            db.session.execute(sa.update(Product).where(Product.sku == sku).values(stock=stock))
+            added = stock - int(before or 0)
+        if added:
+            orders.stocked.send(None, sku=sku, added=added)
     customers = 0
     if demo_customers:
         for name, public, token in DEMO_CUSTOMERS:

@@ -1,0 +1,77 @@
+"""What the lab keeps beside the shop's rows, in its own tables: which checkout placed each order
+and refund, the client's purchase label, and how much stock was ever seeded. The shop tells it
+through signals (checkout/shop/orders.py); with the lab off nobody listens and nothing is kept.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from flask import current_app
+from sqlalchemy.orm import Mapped, mapped_column
+
+from checkout.database import Base, BigId, insert_ignoring_conflicts, table_of
+from checkout.extensions import db
+from checkout.shop import orders
+
+SAFE = "safe"  # an order no twin placed (or one placed while the lab was off)
+
+
+class LabOrder(Base):
+    __tablename__ = "lab_orders"
+
+    order_id: Mapped[int] = mapped_column(BigId, sa.ForeignKey("orders.id", ondelete="CASCADE"), primary_key=True)
+    # Which checkout placed it: "safe", or one of the lab's variants ("unsafe", "mistake:<name>", ...).
+    path: Mapped[str] = mapped_column(sa.String(40), default=SAFE)
+    # The client's own name for the purchase (a form field, a JSON field), the same on every retry
+    # and every duplicate: the lab counts money per purchase with it. Never used to deduplicate.
+    purchase_ref: Mapped[str | None] = mapped_column(sa.String(64), index=True)
+
+
+class LabRefund(Base):
+    __tablename__ = "lab_refunds"
+
+    refund_id: Mapped[int] = mapped_column(BigId, sa.ForeignKey("refunds.id", ondelete="CASCADE"), primary_key=True)
+    path: Mapped[str] = mapped_column(sa.String(40), default=SAFE)
+
+
+class LabStock(Base):
+    """Everything ever put on a shelf: always its stock plus what the orders holding stock took."""
+
+    __tablename__ = "lab_stock"
+
+    sku: Mapped[str] = mapped_column(sa.String(32), primary_key=True)
+    seeded: Mapped[int] = mapped_column(default=0)
+
+
+def path_of_order() -> Any:
+    """The checkout path of ``orders`` rows, for a query joined with ``LabOrder`` (outer: "safe" if none)."""
+    return sa.func.coalesce(LabOrder.path, SAFE)
+
+
+def _lab_on() -> bool:
+    # The shop's signals are the process's; an app with the lab off keeps nothing.
+    return bool(current_app.config["CHECKOUT_LAB"])
+
+
+@orders.order_placed.connect
+def _order_placed(pipeline: Any, *, order_id: int, purchase: str | None) -> None:
+    if _lab_on():
+        db.session.execute(sa.insert(LabOrder).values(order_id=order_id, path=pipeline.path, purchase_ref=purchase))
+
+
+@orders.refund_placed.connect
+def _refund_placed(path: str, *, refund_id: int) -> None:
+    if _lab_on():
+        db.session.execute(sa.insert(LabRefund).values(refund_id=refund_id, path=path))
+
+
+@orders.stocked.connect
+def _stocked(_sender: Any, *, sku: str, added: int) -> None:
+    if not _lab_on():
+        return
+    session = db.session()
+    stock = table_of(LabStock)
+    session.execute(insert_ignoring_conflicts(stock, session).values(sku=sku, seeded=0))
+    session.execute(sa.update(stock).where(stock.c.sku == sku).values(seeded=stock.c.seeded + added))
