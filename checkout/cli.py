@@ -9,7 +9,7 @@ from flask import Flask, current_app
 from flask.cli import AppGroup
 
 from checkout.gateway.relay import deliverer, webhook_url
-from checkout.idempotency import purge
+from checkout.idempotency.engine import purge
 from checkout.shop.reconcile import reconcile
 from checkout.shop.reconciliation_report import reconciliation_report
 from checkout.shop.runtime import gateway, idempotency_settings

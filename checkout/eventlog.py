@@ -16,8 +16,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from checkout.idempotency import Event
 from checkout.idempotency.audit import AuditEvent, on_committed
+from checkout.idempotency.types import Event
 
 # Not a child of the app's logger ("checkout"): Flask's handler there would prefix every line.
 log = logging.getLogger("checkout_audit")

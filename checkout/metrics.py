@@ -39,8 +39,8 @@ from sqlalchemy.exc import OperationalError
 
 from checkout.database import table_of
 from checkout.extensions import db
-from checkout.idempotency import Event
 from checkout.idempotency.audit import AuditEvent, on_committed
+from checkout.idempotency.types import Event
 from checkout.mail.models import OutboxMessage
 
 bp = Blueprint("metrics", __name__)

@@ -70,7 +70,8 @@ from checkout import create_app  # noqa: E402
 from checkout.database import configure_engine, utcnow  # noqa: E402
 from checkout.extensions import db  # noqa: E402
 from checkout.gateway.models import SUCCEEDED, GatewayCharge  # noqa: E402
-from checkout.idempotency import COMPLETED, FINISHED, IdempotencyRecord  # noqa: E402
+from checkout.idempotency.models import IdempotencyRecord  # noqa: E402
+from checkout.idempotency.types import COMPLETED, FINISHED  # noqa: E402
 from checkout.shop.models import Order  # noqa: E402
 from checkout.shop.responders import API_ENDPOINT  # noqa: E402
 from checkout.shop.seed import seed  # noqa: E402

@@ -41,7 +41,8 @@ def payments_of(ledger: Ledger, *where: Any) -> list[Payment]:
 
 def claim_payment_as_a_dying_worker(app: Flask, key: str, body: dict[str, Any], *, lease_seconds: float = 30) -> object:
     """Do what POST /api/payments does for alice up to its first phase (the payment row exists), then die."""
-    from checkout.idempotency import Scope, Settings, begin
+    from checkout.idempotency import Scope, Settings
+    from checkout.idempotency.engine import begin
     from checkout.shop.models import Customer
     from checkout.shop.payments import PaymentRequest, PlacePayment, parse_payment
     from checkout.shop.placement import keyed_fingerprint

@@ -17,7 +17,9 @@ from openapi_spec_validator import validate
 from prometheus_client import REGISTRY
 
 from checkout.extensions import db
-from checkout.idempotency import STARTED, MoveTo, Operation, Phase, Scope, Settings, begin
+from checkout.idempotency import MoveTo, Operation, Phase, Scope, Settings
+from checkout.idempotency.engine import begin
+from checkout.idempotency.types import STARTED
 from checkout.shop.models import Payment
 from checkout.shop.responders import API_PAYMENTS
 from tests.conftest import LiveServer

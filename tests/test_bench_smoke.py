@@ -17,7 +17,8 @@ from types import ModuleType
 import pytest
 import sqlalchemy as sa
 
-from checkout.idempotency import COMPLETED, IdempotencyRecord
+from checkout.idempotency.models import IdempotencyRecord
+from checkout.idempotency.types import COMPLETED
 from tests.conftest import POSTGRES_URL
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -21,7 +21,7 @@ from markupsafe import escape
 
 from checkout.database import utcnow
 from checkout.extensions import db
-from checkout.idempotency import IdempotencyRecord
+from checkout.idempotency.models import IdempotencyRecord
 from checkout.lab import content
 from checkout.shop.models import Cart
 from tests.helpers import ALICE, Ledger, add_to_cart, form_fields, order_body

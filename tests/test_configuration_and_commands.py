@@ -73,7 +73,7 @@ def test_purge_removes_expired_completed_records_only(app, client, runner: Flask
     import sqlalchemy as sa
 
     from checkout.database import utcnow
-    from checkout.idempotency import IdempotencyRecord
+    from checkout.idempotency.models import IdempotencyRecord
     from tests.helpers import claim_as_a_dying_worker
 
     client.post("/api/orders", json=order_body(), headers={**ALICE, "Idempotency-Key": "k" * 20})
@@ -96,7 +96,7 @@ def test_a_retry_after_the_purge_gets_the_existing_order_not_a_second_one(
 
     from checkout.database import utcnow
     from checkout.extensions import db
-    from checkout.idempotency import IdempotencyRecord
+    from checkout.idempotency.models import IdempotencyRecord
 
     key = "late-retry-key-000001"
     first = client.post("/api/orders", json=order_body(), headers={**ALICE, "Idempotency-Key": key})

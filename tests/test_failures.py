@@ -13,19 +13,10 @@ from flask.testing import FlaskClient, FlaskCliRunner
 
 from checkout.database import utcnow
 from checkout.extensions import db
-from checkout.idempotency import (
-    STARTED,
-    IdempotencyRecord,
-    LeaseLost,
-    MoveTo,
-    Operation,
-    Phase,
-    Scope,
-    Settings,
-    begin,
-    peek,
-    take_over,
-)
+from checkout.idempotency import MoveTo, Operation, Phase, Scope, Settings, peek, take_over
+from checkout.idempotency.engine import begin
+from checkout.idempotency.models import IdempotencyRecord
+from checkout.idempotency.types import STARTED, LeaseLost
 from checkout.transactions import writing
 from tests.helpers import (
     ALICE,

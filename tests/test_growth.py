@@ -12,7 +12,8 @@ from flask.testing import FlaskClient, FlaskCliRunner
 
 from checkout.database import utcnow
 from checkout.extensions import db
-from checkout.idempotency import IdempotencyEvent, IdempotencyRecord, purge
+from checkout.idempotency.engine import purge
+from checkout.idempotency.models import IdempotencyEvent, IdempotencyRecord
 from checkout.shop.runtime import idempotency_settings
 from tests.conftest import POSTGRES_URL
 from tests.helpers import Ledger, post_order

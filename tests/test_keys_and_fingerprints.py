@@ -6,7 +6,8 @@ import re
 
 import pytest
 
-from checkout.idempotency import MalformedKey, MissingKey, fingerprint, parse_key
+from checkout.idempotency import fingerprint, parse_key
+from checkout.idempotency.keys import MalformedKey, MissingKey
 
 
 @pytest.mark.parametrize("raw", [None, "", "   "])

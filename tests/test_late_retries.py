@@ -17,7 +17,7 @@ from flask.testing import FlaskClient, FlaskCliRunner
 from checkout.database import utcnow
 from checkout.extensions import db
 from checkout.gateway import GatewayRefund
-from checkout.idempotency import IdempotencyRecord
+from checkout.idempotency.models import IdempotencyRecord
 from checkout.shop.models import Refund
 from tests.helpers import (
     ALICE,

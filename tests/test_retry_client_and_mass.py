@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from checkout import client
 from checkout.database import utcnow
 from checkout.extensions import db
-from checkout.idempotency import IdempotencyRecord
+from checkout.idempotency.models import IdempotencyRecord
 from checkout.lab import mass
 from tests.conftest import LiveServer
 from tests.helpers import (

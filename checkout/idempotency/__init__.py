@@ -1,85 +1,40 @@
-"""The idempotency engine: keys, fingerprints, atomic claims, leases, phases, replays.
+"""The idempotency engine: run an operation at most once per (customer, endpoint, key).
 
-It knows nothing of orders or payments; the shop hands it the phases of an
-operation to run at most once per (customer, endpoint, key).
+It knows nothing of orders or payments; a caller hands it the phases of an
+operation and a record store, and imports what it needs beyond these names
+from the modules themselves:
 
     keys.py         what a key may look like
     fingerprint.py  the HMAC of a request, stored with its key
-    models.py       the record (unique per customer, endpoint, key) and the audit events
     types.py        scopes, settings, steps, outcomes, the read model of a record
-    engine.py       look, claim, take over, wait, run the phases, purge
-    operation.py    owner-checked transactions and recovery points
-    audit.py        the trail of every step
+    store.py        the record store port (and NoStore: no idempotency at all)
+    sql_store.py    the shop's store: records in the order's own database
+    engine.py       look, claim, wait, take over, run the phases
+    operation.py    the right to run one operation: its steps, owner-checked
+    models.py       the record and its audit events; audit.py writes the trail
 """
 
-from checkout.idempotency.audit import note
-from checkout.idempotency.engine import abandoned, begin, peek, purge, run, take_over
+from checkout.idempotency.engine import peek, run, take_over
 from checkout.idempotency.fingerprint import fingerprint
-from checkout.idempotency.keys import InvalidKey, MalformedKey, MissingKey, SeveralKeys, parse_key
-from checkout.idempotency.models import IdempotencyEvent, IdempotencyRecord
+from checkout.idempotency.keys import parse_key
 from checkout.idempotency.operation import Operation
-from checkout.idempotency.types import (
-    COMPLETED,
-    FINISHED,
-    IN_PROGRESS,
-    STARTED,
-    Complete,
-    Done,
-    Event,
-    InProgress,
-    LeaseLost,
-    Mismatch,
-    MoveTo,
-    Outcome,
-    Phase,
-    RecordView,
-    Refuse,
-    Refused,
-    RetryLater,
-    Scope,
-    Settings,
-    Step,
-    StoredResponse,
-    Unfinished,
-)
+from checkout.idempotency.store import RecordStore
+from checkout.idempotency.types import Complete, MoveTo, Phase, Refuse, RetryLater, Scope, Settings, StoredResponse
 
 __all__ = [
-    "COMPLETED",
-    "FINISHED",
-    "IN_PROGRESS",
-    "STARTED",
     "Complete",
-    "Done",
-    "Event",
-    "IdempotencyEvent",
-    "IdempotencyRecord",
-    "InProgress",
-    "InvalidKey",
-    "LeaseLost",
-    "MalformedKey",
-    "Mismatch",
-    "MissingKey",
     "MoveTo",
     "Operation",
-    "Outcome",
     "Phase",
-    "RecordView",
+    "RecordStore",
     "Refuse",
-    "Refused",
     "RetryLater",
     "Scope",
     "Settings",
-    "SeveralKeys",
-    "Step",
     "StoredResponse",
-    "Unfinished",
-    "abandoned",
-    "begin",
     "fingerprint",
-    "note",
     "parse_key",
     "peek",
-    "purge",
     "run",
     "take_over",
 ]

@@ -85,13 +85,13 @@ class LegacyProvider:
             if found is not None:
                 return GatewayAnswer.of(found)
         return ask(
-            order,
             lambda: legacy.charge(
                 amount_cents=order.total_cents,
                 currency=order.currency,
                 card_number=card_number,
                 reference=call.reference,
             ),
+            order_id=order.public_id,
         )
 
 

@@ -26,8 +26,9 @@ import sqlalchemy as sa
 from flask import Blueprint, Response, jsonify, request
 
 from checkout.extensions import db
-from checkout.idempotency import Event, IdempotencyEvent
 from checkout.idempotency.audit import REQUEST_TAG
+from checkout.idempotency.models import IdempotencyEvent
+from checkout.idempotency.types import Event
 from checkout.lab import lab_only
 from checkout.problems import problem
 from checkout.shop.refunds import BROWSER_REFUNDS

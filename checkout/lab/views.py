@@ -18,7 +18,9 @@ from flask_babel import gettext as _
 from checkout.database import table_of, utcnow
 from checkout.extensions import db
 from checkout.gateway.relay import deliverer, webhook_url
-from checkout.idempotency import IdempotencyRecord, RecordView, Scope, peek
+from checkout.idempotency import Scope, peek
+from checkout.idempotency.models import IdempotencyRecord
+from checkout.idempotency.types import RecordView
 from checkout.lab import content, controls, damage, lab_only
 from checkout.lab.ledger import (
     COUNTER_LABELS,

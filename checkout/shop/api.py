@@ -17,22 +17,11 @@ import sqlalchemy as sa
 from flask import Blueprint, Response, request
 
 from checkout.extensions import csrf, db
-from checkout.idempotency import (
-    Done,
-    InProgress,
-    InvalidKey,
-    Mismatch,
-    Outcome,
-    Phase,
-    Refused,
-    Scope,
-    StoredResponse,
-    Unfinished,
-    parse_key,
-    run,
-)
+from checkout.idempotency import Phase, Scope, StoredResponse, parse_key, run
+from checkout.idempotency.keys import InvalidKey
 from checkout.idempotency.sql_store import SQL_STORE
 from checkout.idempotency.store import RecordStore
+from checkout.idempotency.types import Done, InProgress, Mismatch, Outcome, Refused, Unfinished
 from checkout.problems import json_bytes, problem
 from checkout.shop import parsing, payments
 from checkout.shop.identity import ApiCustomer, api_customer

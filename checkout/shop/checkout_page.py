@@ -15,21 +15,9 @@ from flask_babel import gettext as _
 
 from checkout.extensions import db
 from checkout.gateway.cards import TEST_CARDS, pretty
-from checkout.idempotency import (
-    Done,
-    InProgress,
-    InvalidKey,
-    Mismatch,
-    Outcome,
-    RecordView,
-    Refused,
-    Scope,
-    Unfinished,
-    fingerprint,
-    parse_key,
-    peek,
-    run,
-)
+from checkout.idempotency import Scope, fingerprint, parse_key, peek, run
+from checkout.idempotency.keys import InvalidKey
+from checkout.idempotency.types import Done, InProgress, Mismatch, Outcome, RecordView, Refused, Unfinished
 from checkout.shop import carts
 from checkout.shop.carts import CartView, purchase_of
 from checkout.shop.forms import CheckoutForm

@@ -37,9 +37,9 @@ import sqlalchemy as sa
 
 from checkout.database import insert_ignoring_conflicts, table_of, utcnow
 from checkout.extensions import db
-from checkout.gateway import CardDeclined, Gateway, GatewayTimeout, GatewayUnavailable, KeyVoided
-from checkout.i18n import N_
-from checkout.idempotency import STARTED, Complete, MoveTo, Operation, Phase, Refuse, RetryLater, Step, StoredResponse
+from checkout.gateway import Gateway
+from checkout.idempotency import Complete, MoveTo, Operation, Phase, Refuse, StoredResponse
+from checkout.idempotency.types import STARTED, Step
 from checkout.shop import parsing
 from checkout.shop.models import (
     MAX_PAYMENT_AMOUNT,
@@ -52,7 +52,7 @@ from checkout.shop.models import (
     Payment,
     public_id,
 )
-from checkout.shop.placement import ALREADY_FINAL, GatewayAnswer
+from checkout.shop.placement import ALREADY_FINAL, GatewayAnswer, ask
 from checkout.transactions import reading
 
 PAYMENT_CREATED = "payment_created"
@@ -407,31 +407,16 @@ class PlacePayment:
 
 def charge(gateway: Gateway, payment: PaymentView, card_number: str) -> GatewayAnswer:
     """Ask the gateway to charge (no transaction may be open): the payment's own gateway key, every time."""
-    try:
-        charged = gateway.charge(
+    return ask(
+        lambda: gateway.charge(
             gateway_key=payment.gateway_key,
             amount_cents=payment.amount,
             currency=payment.currency,
             card_number=card_number,
             reference=payment.public_id,
-        )
-    except CardDeclined as declined:
-        return GatewayAnswer.of(declined.charge)
-    except KeyVoided:
-        return GatewayAnswer("voided")
-    except GatewayUnavailable as unavailable:
-        raise RetryLater(
-            N_("the payment gateway is unavailable; nothing was charged"),
-            event=PaymentEvent.GATEWAY_UNAVAILABLE,
-            payment_id=payment.public_id,
-        ) from unavailable
-    except GatewayTimeout as timeout:
-        raise RetryLater(
-            N_("the payment gateway did not answer in time"),
-            event=PaymentEvent.ANSWER_LOST,
-            payment_id=payment.public_id,
-        ) from timeout
-    return GatewayAnswer.of(charged)
+        ),
+        payment_id=payment.public_id,
+    )
 
 
 def fence(gateway: Gateway, payment: PaymentView) -> GatewayAnswer:

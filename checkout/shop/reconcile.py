@@ -41,16 +41,9 @@ from dataclasses import dataclass
 from flask import current_app
 
 from checkout.gateway import Gateway
-from checkout.idempotency import (
-    Complete,
-    Event,
-    LeaseLost,
-    RecordView,
-    RetryLater,
-    Settings,
-    abandoned,
-    take_over,
-)
+from checkout.idempotency import Complete, RetryLater, Settings, take_over
+from checkout.idempotency.engine import abandoned
+from checkout.idempotency.types import Event, LeaseLost, RecordView
 from checkout.shop import orders, payments
 from checkout.shop.orders import OrderView
 from checkout.shop.placement import GatewayAnswer, PaymentEvent, finish

@@ -10,7 +10,7 @@ from flask import Flask
 from playwright.sync_api import Browser, Page, expect
 
 from checkout.database import utcnow
-from checkout.idempotency import IdempotencyRecord
+from checkout.idempotency.models import IdempotencyRecord
 from tests.browser.shopping import add_to_cart, fill_checkout
 from tests.conftest import LiveServer
 from tests.helpers import ANSWER_LOST_CARD, SLOW_CARD, UNAVAILABLE_CARD, VERY_SLOW_CARD, Ledger, wait_for

@@ -10,9 +10,10 @@ import time
 import sqlalchemy as sa
 
 from checkout.database import Base, table_of
-from checkout.idempotency import RecordView, Scope
+from checkout.idempotency import Scope
 from checkout.idempotency.models import IdempotencyRecord, RecordColumns
 from checkout.idempotency.sql_store import SqlStore
+from checkout.idempotency.types import RecordView
 from checkout.lab.mistakes.twin import twin
 
 

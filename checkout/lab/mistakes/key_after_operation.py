@@ -11,9 +11,10 @@ import sqlalchemy as sa
 
 from checkout.database import utcnow
 from checkout.extensions import db
-from checkout.idempotency import COMPLETED, FINISHED, STARTED, Complete, MoveTo, Scope, Settings
+from checkout.idempotency import Complete, MoveTo, Scope, Settings
 from checkout.idempotency.sql_store import SqlStore
 from checkout.idempotency.store import Held
+from checkout.idempotency.types import COMPLETED, FINISHED, STARTED
 from checkout.lab.mistakes.twin import LAB_RECORDS, twin
 
 
