@@ -20,8 +20,7 @@ from flask import session
 from checkout.database import dialect_insert, insert_ignoring_conflicts, utcnow
 from checkout.extensions import db
 from checkout.shop.identity import SESSION_CUSTOMER, browser_customer_id
-from checkout.shop.lines import Line
-from checkout.shop.models import MAX_QUANTITY, Cart, CartKey, CartLine, Customer, Product, public_id
+from checkout.shop.models import MAX_QUANTITY, Cart, CartKey, CartLine, Customer, Line, Product, public_id
 from checkout.transactions import writing
 
 SESSION_CART = "cart"

@@ -22,8 +22,7 @@ from checkout.shop import carts
 from checkout.shop.carts import CartView, purchase_of
 from checkout.shop.forms import CheckoutForm
 from checkout.shop.identity import browser_customer_id, browser_identity, known_browser_customer_id
-from checkout.shop.lines import Line
-from checkout.shop.models import PENDING, WAS_PAID, Order, Product
+from checkout.shop.models import PENDING, WAS_PAID, Line, Order, Product
 from checkout.shop.orders_page import remember_replay
 from checkout.shop.placement import BROWSER, CartVersion, OrderRequest, PlaceOrder, find_order
 from checkout.shop.responders import BROWSER_ENDPOINT, BrowserOutcome, BrowserResponder

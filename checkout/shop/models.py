@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -277,3 +279,21 @@ class Payment(Base):
     charge_id: Mapped[str | None] = mapped_column(sa.String(32))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+@dataclass(frozen=True)
+class Line:
+    """A line of what is being bought, priced: the one shape the cart, the API and the order share."""
+
+    sku: str
+    name: str
+    quantity: int
+    unit_price_cents: int
+
+    @property
+    def total_cents(self) -> int:
+        return self.quantity * self.unit_price_cents
+
+
+def total_of(lines: Iterable[Line]) -> int:
+    return sum(line.total_cents for line in lines)

@@ -19,8 +19,7 @@ from blinker import Namespace
 from checkout.database import insert_ignoring_conflicts, table_of, utcnow
 from checkout.extensions import db
 from checkout.i18n import current_language
-from checkout.shop.lines import Line
-from checkout.shop.models import PENDING, Order, OrderItem, Refund
+from checkout.shop.models import PENDING, Line, Order, OrderItem, Refund
 
 orders = table_of(Order)
 

@@ -43,11 +43,9 @@ from checkout.idempotency import (
 from checkout.idempotency.sql_store import SQL_STORE
 from checkout.idempotency.store import RecordStore
 from checkout.idempotency.types import STARTED, Step
-from checkout.shop import carts, orders, stock
-from checkout.shop.lines import Line, total_of
-from checkout.shop.models import DECLINED, FAILED, PAID, PENDING, WAS_PAID, public_id
+from checkout.shop import carts, emails, orders, stock
+from checkout.shop.models import DECLINED, FAILED, PAID, PENDING, WAS_PAID, Line, public_id, total_of
 from checkout.shop.orders import OrderView
-from checkout.shop.outcomes import end_order
 from checkout.shop.parsing import RequestedLine
 from checkout.shop.responders import API_ENDPOINT, BROWSER_ENDPOINT, Responder
 from checkout.shop.validation import price
@@ -366,6 +364,28 @@ def finish(operation: Operation, order: OrderView, answer: GatewayAnswer, respon
 
 _ENDS = {"succeeded": PAID, "declined": DECLINED, "voided": FAILED}
 _ENDED = {PAID: PaymentEvent.CHARGED, DECLINED: PaymentEvent.DECLINED, FAILED: PaymentEvent.VOIDED}
+
+
+def end_order(order: OrderView, status: str, charge_id: str | None) -> OrderView | None:
+    """Move a pending order to ``status`` with everything that goes with it, in the current unit of work;
+    None if it was not pending any more (another finisher came first, and nothing changed).
+
+    A paid order empties the cart version it paid for and writes its confirmation email; one that ends
+    unpaid gives its stock back and retires its cart version (the next try gets a new key).
+    """
+    ended = orders.end_pending(order, status, charge_id)
+    if ended is None:
+        return None
+    cart_id, version = ended.cart_id, ended.cart_version  # None for an API order: no cart
+    if ended.status == PAID:
+        if cart_id is not None and version is not None and not carts.close_paid_version(cart_id, version):
+            orders.mark_cart_moved_on(ended)
+        emails.order_confirmation(ended)
+    else:
+        stock.give_back_order(ended.id)
+        if cart_id is not None and version is not None:
+            carts.retire_version(cart_id, version)
+    return ended
 
 
 def settle(order: OrderView, answer: GatewayAnswer, note: Callable[..., None]) -> OrderView:

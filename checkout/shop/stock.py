@@ -15,8 +15,7 @@ import sqlalchemy as sa
 
 from checkout.database import table_of
 from checkout.extensions import db
-from checkout.shop.lines import Line
-from checkout.shop.models import OrderItem, Product
+from checkout.shop.models import Line, OrderItem, Product
 
 products = table_of(Product)
 

@@ -17,8 +17,7 @@ import sqlalchemy as sa
 
 from checkout.extensions import db
 from checkout.shop import parsing
-from checkout.shop.lines import Line
-from checkout.shop.models import Product
+from checkout.shop.models import Line, Product
 from checkout.shop.parsing import RequestedLine
 
 Errors = dict[str, list[str]]

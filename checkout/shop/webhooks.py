@@ -29,7 +29,7 @@ from checkout.gateway.signing import HEADER, verify
 from checkout.problems import json_bytes, problem
 from checkout.shop import orders, payments, refunds
 from checkout.shop.models import DECLINED, PAID, PAYMENT_DECLINED, PAYMENT_SUCCEEDED, Refund, WebhookReceipt
-from checkout.shop.outcomes import end_order
+from checkout.shop.placement import end_order
 from checkout.transactions import writing
 
 bp = Blueprint("webhooks", __name__)
