@@ -97,7 +97,12 @@ MUTATIONS: tuple[Mutation, ...] = (
             " instead of waiting for the winner's answer: that answer is what the tests assert."
         ),
         edits=(
-            Edit("checkout/idempotency/models.py", '        sa.UniqueConstraint("customer", "endpoint", "key"),\n', ""),
+            Edit(
+                "checkout/idempotency/models.py",
+                '        sa.UniqueConstraint("customer", "endpoint", "key"),'
+                "  # the database itself refuses a second claim\n",
+                "",
+            ),
         ),
         tests=(
             "tests/browser/test_layers.py::test_two_tabs_that_pay_at_the_same_instant_both_end_on_the_one_order",
@@ -119,6 +124,8 @@ MUTATIONS: tuple[Mutation, ...] = (
             "tests/browser/test_layers.py::test_the_same_payment_key_with_another_email_gets_the_mismatch_page",
             "tests/test_api_orders.py::test_same_key_different_payload_is_422_and_leaves_the_record_untouched",
             "tests/test_layers.py::test_a_resubmitted_checkout_form_with_another_card_is_refused_and_charges_nothing",
+            # The Redis store runs the same engine: the same one comparison guards its records.
+            "tests/test_redis_store.py::test_the_same_key_with_another_body_is_422_and_the_record_is_untouched",
         ),
     ),
     Mutation(
@@ -153,8 +160,9 @@ MUTATIONS: tuple[Mutation, ...] = (
         edits=(
             Edit(
                 "checkout/shop/placement.py",
-                "                gateway_key=order.gateway_key,\n",
-                '                gateway_key=gateway_key_for(public_id("try")),  # mutant: a new key per attempt\n',
+                "    return GatewayCall(order.gateway_key, order.public_id)\n",
+                '    return GatewayCall(gateway_key_for(public_id("try")), order.public_id)'
+                "  # mutant: a new key per attempt\n",
             ),
         ),
         tests=(
@@ -171,7 +179,11 @@ MUTATIONS: tuple[Mutation, ...] = (
             " that writes while the new owner is still at work shows the difference."
         ),
         edits=(
-            Edit("checkout/idempotency/operation.py", '        records.c.locked_by == sa.bindparam("_owner"),\n', ""),
+            Edit(
+                "checkout/idempotency/sql_store.py",
+                '                self.records.c.locked_by == sa.bindparam("_owner"),\n',
+                "",
+            ),
         ),
         tests=(
             "tests/browser/test_layers.py::test_a_payment_whose_lease_was_taken_over_mid_charge_writes_nothing",
