@@ -1,18 +1,8 @@
 """Languages: English, Ukrainian and Russian for every page (Flask-Babel); the JSON API stays English.
 
-The language of a page comes from, in this order:
-
-1. ``?lang=en|uk|ru``, which the header's switcher links carry, and which is
-   remembered in the session for the pages that follow;
-2. the language remembered in the session (the switcher's last choice);
-3. the browser's ``Accept-Language``;
-4. English.
-
-The JSON API, the webhook receiver, the metrics and the OpenAPI document
-answer in English whatever is asked: their words are part of the contract
-(problem types are identifiers, field errors are read by programs).
-Money (checkout/shop/money.py) and dates are formatted for the language
-(Babel); the currency stays the order's own (USD).
+A page's language: ``?lang=`` (then remembered in the session), the session, ``Accept-Language``, else English.
+The API answers in English whatever is asked: its words are part of the contract.
+Design: docs/design.md#checkouti18npy-the-languages-of-pages-and-the-api
 """
 
 from __future__ import annotations

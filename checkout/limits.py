@@ -1,14 +1,8 @@
 """Per-client rate limits (Flask-Limiter): one client cannot starve everyone else.
 
-A client is the customer whose API token it sends, else its address: a token
-no customer holds counts against the address it comes from, so made-up tokens
-buy no budget of their own (each would otherwise start a fresh one). Counters live
-in Redis when ``CHECKOUT_REDIS_URL`` is set (shared by every worker and
-server), else in each worker's memory (each worker then counts on its own); while Redis does not
-answer, each worker counts in its memory too, and no request fails for it.
-Over the limit: 429, problem+json for the API and a page for browsers, with
-``Retry-After`` (see checkout.errors). ``CHECKOUT_RATE_LIMIT=off`` turns
-limits off.
+A client is the customer whose API token it sends, else its address, so made-up tokens buy no budget of their own.
+Counters live in Redis when ``CHECKOUT_REDIS_URL`` is set, else (and while Redis does not answer) in worker memory.
+Design: docs/design.md#checkoutlimitspy-per-client-rate-limits
 """
 
 from __future__ import annotations

@@ -1,19 +1,8 @@
 """GET /metrics: the defence, observable once the lab is off (Prometheus text format).
 
-The counters come from the audit trail: each committed unit of work tells us
-its events (``checkout.idempotency.audit.on_committed``), so a counter moves
-only when what it counts really happened, once. Webhooks and emails, which
-are not operations of the engine, count where they are applied and sent.
-
-Under gunicorn every worker counts in its own process; prometheus-client's
-multiprocess mode adds them up. gunicorn.conf.py points
-``PROMETHEUS_MULTIPROC_DIR`` at a fresh folder before the workers start and
-tells the library when a worker exits; the master and its workers hold a
-shared lock in that folder, so a start can remove the folders of masters that
-were killed (their lock is free) and never a running server's. It does this
-with the standard library alone, before anything imports prometheus_client,
-which reads the variable once, at import: that is why none of it lives here.
-Without gunicorn (``flask run``, the tests) the counters live in this process.
+Counters move only on committed audit events (``checkout.idempotency.audit.on_committed``). The multiprocess
+setup is in gunicorn.conf.py, not here: prometheus_client reads ``PROMETHEUS_MULTIPROC_DIR`` once, at import.
+Design: docs/design.md#checkoutmetricspy-counters-from-the-audit-trail
 """
 
 from __future__ import annotations

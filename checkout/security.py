@@ -1,29 +1,8 @@
-"""What every request and response goes through: the body, read whole and bounded, and the
-security headers.
+"""What every request and response goes through: the body, read whole and bounded, and the security headers.
 
-The body. Werkzeug limits a chunked body only by cutting it off where
-``MAX_CONTENT_LENGTH`` ends, so an oversized JSON body could be processed
-half-read; and a malformed chunked body raises inside the view. Every body
-here is small (64 KiB at most), so the WSGI layer below reads it whole first:
-too large is 413, malformed is 400, and the app sees an ordinary body with
-a Content-Length.
-
-NUL characters. PostgreSQL cannot hold a NUL in a text value (psycopg refuses
-to send one), so a NUL that reached a query would be a 500 there, while SQLite
-would store it quietly. No path, query parameter or form field of this shop
-can hold one: a NUL in the path is 404 (no such page), in a query parameter or
-a form field 400, before any view, store or limiter runs. JSON bodies keep
-their field errors (422): every string of one goes through
-``checkout.shop.parsing.text``, which refuses NUL.
-
-The headers. Every response says: do not sniff types, run only this shop's
-own scripts and styles, never be framed, send referrers only to ourselves;
-pages and API answers (which hold form data and orders) are never stored.
-In production, an answer given over HTTPS also says to come back only over
-HTTPS for a year (HSTS; behind a proxy that ends TLS, gunicorn sees HTTPS from
-its X-Forwarded-Proto). Never over plain http, where a browser ignores it, and
-never in development, where it would pin localhost to HTTPS for every other
-project served there.
+The body is read whole first (too large 413, malformed 400): Werkzeug would let an oversized chunked body be
+processed half-read. A NUL in the path is 404, in a query parameter or form field 400: PostgreSQL cannot hold one.
+Design: docs/design.md#checkoutsecuritypy-the-body-nul-characters-the-headers
 """
 
 from __future__ import annotations

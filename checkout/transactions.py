@@ -1,18 +1,8 @@
 """Where transactions begin and end: the spine every write goes through.
 
-- A read is the session's ordinary transaction: the first query begins it
-  (a deferred ``BEGIN`` on SQLite, which takes no lock) and the request's
-  teardown ends it. Nothing commits just to end a read.
-- A write happens only inside a named unit of work, ``with writing():``. It
-  ends any read still open (reads hold nothing worth keeping), begins a
-  transaction that alone takes SQLite's write lock (``BEGIN IMMEDIATE``),
-  and commits or rolls back as one. ``Operation.owned`` (the idempotency
-  engine's phases) is built on it.
-- Nothing slow happens inside a transaction: the payment gateway, a remote
-  provider in real life, is called with none open (``assert_idle``), so no
-  lock is held while it works and no connection waits on another. On
-  PostgreSQL it is also what lets the server end a transaction left idle
-  for seconds (``checkout.database``): only a stopped worker leaves one.
+Reads use the session's ordinary transaction; a write happens only in ``with writing():``, one unit of work that
+alone takes SQLite's write lock; nothing slow (the gateway) runs with a transaction open (``assert_idle``).
+Design: docs/design.md#checkouttransactionspy-the-units-of-work
 """
 
 from __future__ import annotations

@@ -1,17 +1,8 @@
 """The mock payment gateway: behaves like a remote provider.
 
-- It is idempotent on the gateway key: calling ``charge`` again with the same
-  key returns the first call's charge and never charges again.
-- A merchant can ``void`` a gateway key: if no charge exists under it yet, the
-  key is fenced, and any charge attempted under it later is refused. Reconcile
-  voids before it decides "not charged", so a stalled call can never charge
-  after that decision. The charge and the void race for the same unique key:
-  whichever commits first wins, and both sides then read the winner.
-- It writes its ledger on its own connection and commits before it answers,
-  so a charge survives whatever the caller's transaction does afterwards.
-- It keeps the last four digits of a card, nothing more, and refuses an
-  amount of zero or less.
-- The test cards make it decline, fail, lose its answer, or take its time.
+Idempotent on the gateway key; ``void`` fences a key with no charge yet, so reconcile's "not charged" stays true.
+It commits its ledger on its own connection before it answers, whatever the caller's transaction does.
+Design: docs/design.md#checkoutgatewayclientpy-the-mock-payment-gateway
 """
 
 from __future__ import annotations

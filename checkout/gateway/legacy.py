@@ -1,22 +1,8 @@
 """The mock gateway's legacy interface: the same provider as it was before idempotency keys.
 
-- ``charge`` takes no key: every call is a new charge, even for a reference
-  (an order) that an earlier call already charged. Asked twice, it charges
-  twice. It stores each charge under an internal random key of its own, which
-  it never shows, and marks it ``keyed = false``: the keyed interface's "one
-  succeeded charge per reference" does not protect it.
-- ``find_by_reference`` lists the charges made for a reference, oldest first.
-  A merchant that retries through this interface must ask it first, before
-  any retry: that lookup is the only thing that turns "charge again" into
-  "use the charge that already exists".
-- It sends no webhooks: nothing but the merchant's own lookup finds a charge
-  whose answer was lost.
-- The test cards behave as on the keyed interface, "the first call" counted
-  per reference: 0119 fails before charging on the first call for a
-  reference, 0259 charges on the first call and loses its answer, 0077 is
-  slow, 0002 is declined.
-
-It knows nothing of the shop: a reference is whatever the merchant sends.
+``charge`` takes no key (asked twice, it charges twice), so a merchant must ``find_by_reference`` before any retry.
+It sends no webhooks, and knows nothing of the shop: a reference is whatever the merchant sends.
+Design: docs/design.md#checkoutgatewaylegacypy-the-interface-without-keys
 """
 
 from __future__ import annotations

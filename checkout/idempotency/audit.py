@@ -1,18 +1,8 @@
 """The audit trail: every step of every operation, with the worker that took it.
 
-``note`` adds an event to the unit of work that is open anyway (the claim, a
-phase, the release). The events of one unit are written together, in one
-INSERT, just before it commits (a ``before_commit`` hook on the session): they
-commit with the change they describe, or vanish with it.
-
-Whoever wants to know what happened (the app's metrics and its log lines; the
-engine knows neither) subscribes with ``on_committed``: it is told each unit's
-events once that unit has committed, never the events of a rolled-back one.
-
-An event noted while an HTTP request is served carries that request's tag
-(``detail["request"]``, random, one per request): a request notes "received"
-once and then its own steps, and the tag tells them apart from the steps of a
-duplicate that raced it (the lab's ``/api/lab/requests``, a support question).
+Events are written in the unit of work they describe (one INSERT, just before it commits); ``on_committed``
+subscribers (metrics, logs) hear only committed ones. Each carries its HTTP request's tag.
+Design: docs/design.md#checkoutidempotencyauditpy-the-audit-trail
 """
 
 from __future__ import annotations

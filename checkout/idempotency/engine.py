@@ -1,28 +1,8 @@
 """Claim a key, run the operation in atomic phases, store and replay the answer.
 
-The flow, for one (customer, endpoint, key):
-
-1. Look: one indexed read of the record. Most retries end here: a completed
-   record is replayed, a different fingerprint is a mismatch, a live lease is
-   a conflict (or, for a browser, a short wait that only reads).
-2. Claim: one atomic step of the store (SQL: ``INSERT ... ON CONFLICT DO
-   NOTHING``, in the same transaction as the operation's first phase). The
-   store decides which of two racing requests wins; the loser reads the
-   winner's record. The read in step 1 is only a shortcut.
-3. Phases: from each recovery point, a ``Phase`` calls the outside world
-   with no transaction open, then commits in one transaction that ends with
-   exactly one owner-checked step: move to the next recovery point, or
-   complete with the response to store.
-4. An expired or released lease is taken over by a compare-and-set, and the
-   operation resumes from its recovery point.
-
-It runs over any ``RecordStore`` (store.py). A store outside the order's
-database (``joins_transaction`` false, such as Redis) writes each step just
-after its phase has committed: the one branch this module takes on it.
-
-If a phase cannot know its outcome yet (a provider is down, its answer was
-lost) it raises ``RetryLater``: the lease is released at once and nothing is
-stored as the outcome, so the next retry resumes immediately.
+The store's atomic claim decides which of two racing requests wins (the first read is only a shortcut); a phase
+calls out with no transaction open, then commits one owner-checked step. ``RetryLater`` stores no outcome.
+Design: docs/design.md#checkoutidempotencyenginepy-claim-phases-replay
 """
 
 from __future__ import annotations

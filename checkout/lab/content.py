@@ -1,17 +1,8 @@
 """The lab's teaching text: Markdown files under content/<language>/, read and rendered in one place.
 
-Each concept, exercise and mistake is one file per language (``content/en/concepts/<slug>.md``,
-``content/en/exercises/<nn>-<slug>.md``, ``content/en/mistakes/<name>.md``, and the same under
-``uk/`` and ``ru/``), so the prose reads on GitHub and is translated as a whole text, not
-sentence by sentence in the catalogs.
-A file opens with YAML front matter (slug, title, order, the code it cites and the tests that
-prove it); its body is parts in a fixed order: the text before the first ``##`` heading, then
-one part per ``##`` section. The pages print their own labels for the parts, so a part is
-found by its place, and each kind checks that its file has the shape it needs.
-
-A page asks for the file of its language (Flask-Babel's locale); English stands in only for a
-file that is missing, and tests/test_content.py forbids that for what the project ships.
+One file per language, so the prose reads on GitHub and is translated as a whole; a part is found by its place.
 Rendering has raw HTML and images off: the text is data, escaped like any other.
+Design: docs/design.md#checkoutlabcontentpy-the-teaching-text
 """
 
 from __future__ import annotations

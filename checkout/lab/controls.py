@@ -1,17 +1,8 @@
-"""What the lab lets a workshop do by hand, so no exercise needs devtools or a fast typist:
+"""What the lab lets a workshop do by hand, so no exercise needs devtools or a fast typist.
 
-- turn the Pay button's guard off for this browser only, so a double click
-  really sends two requests and the server's own layer has to catch the second;
-- kill the worker that holds a key's lease (as ``kill -9 <pid>`` would), for
-  exercise 5; only a worker of the server answering. It kills the whole
-  process, so every request that worker serves at that moment dies too (its
-  other threads' visitors), and the page says so. Killing only the holder's
-  request is not possible from outside (a thread cannot be killed), and an
-  exception raised into it would run its cleanup, which a crash never does:
-  the exercise is the crash;
-- run reconcile now, as ``flask --app checkout idempotency reconcile`` would.
-
-The lab is never on in production, so neither are these.
+Turn the Pay button's guard off, kill the worker holding a key's lease (the whole process: the exercise is the
+crash), run reconcile now. The lab is never on in production, so neither are these.
+Design: docs/design.md#checkoutlabcontrolspy-the-workshop-controls
 """
 
 from __future__ import annotations

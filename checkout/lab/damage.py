@@ -1,17 +1,8 @@
 """The damage table: the money, per purchase, exactly. The lab shows it; the mass test prints it.
 
-A purchase is what the client meant to buy once: the orders that carry the
-same client purchase reference (a browser's cart version, an API client's
-``purchase`` field, the mass test's own ids). An order without one is a
-purchase of its own. For each purchase:
-
-- ordered: what it costs, once (nothing, if every order of it was declined);
-- charged: what the gateway's succeeded charges for its orders took;
-- charged more than once: charged beyond the purchase's price;
-- never charged: ordered, and no charge at all (the client gave up, or it is
-  still unfinished).
-
-Nothing here guesses: the purchase reference is the client's own.
+A purchase is the orders that carry one client purchase reference (an order without one is a purchase of its own):
+nothing here guesses, the reference is the client's own.
+Design: docs/design.md#checkoutlabdamagepy-the-damage-table
 """
 
 from __future__ import annotations

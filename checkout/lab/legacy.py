@@ -1,22 +1,8 @@
 """Paying through a gateway that ignores keys (``POST /api/lab/legacy-gateway/orders``).
 
-The shop's side is the safe checkout (the key claimed in the database, the
-order in the claim's transaction, leases, recovery points, stored answers),
-but the gateway's legacy interface (checkout.gateway.legacy) takes no key:
-every call charges. So the shop cannot lean on "ask again with the same key".
-Before any retry of the charge (a resumed payment: the gateway was down, its
-answer was lost, a worker died) it asks the gateway for the charges made for
-the order's reference, and uses the one it finds. Only when there is none
-does it charge.
-
-What is left uncovered, and what the reconciliation report
-(checkout.shop.reconciliation_report) is for: a worker stalled past its lease
-inside the call may still charge after another one looked and found nothing.
-No fence can stop that at a gateway without keys; the report finds it.
-
-Its deliberately wrong twin, ``POST /api/lab/legacy-gateway/no-lookup/orders``,
-retries the charge without the lookup: a lost answer (card 0259) then costs a
-second charge, and the damage table and the report show it.
+Every call charges, so before any retry of the charge the shop asks the gateway for the order's charges and uses
+the one it finds. A worker stalled past its lease may still charge after another found none: the report finds it.
+Design: docs/design.md#checkoutlablegacypy-paying-through-a-gateway-without-keys
 """
 
 from __future__ import annotations

@@ -1,33 +1,8 @@
 """The storage choice, on a real server: idempotency records in Redis (``POST /api/lab/stores/redis/orders``).
 
-The same payment as ``POST /api/orders`` (its phases, its recovery points, its
-stored answers), with one thing changed: each key's record lives in Redis,
-not in the order's database.
-
-- The claim is one ``SET key value NX PX lifetime``: atomic, and the key
-  expires by itself after ``CHECKOUT_KEY_LIFETIME_SECONDS``. The value holds
-  the fingerprint, the state, the recovery point, the lease (owner token,
-  worker, expiry) and, once completed, the response to replay.
-- Every later write is a compare-and-set (a short Lua script): it changes the
-  value only if it is still exactly what this worker wrote last. A worker
-  whose record was taken over, or forgotten, writes nothing there.
-
-What it costs: Redis is outside the order's transaction. The order is
-committed in the database, then its step is written to Redis; a crash in
-between, or a Redis that loses keys (a restart without persistence, an
-eviction, a FLUSHDB) leaves the order without its record. A retry then claims
-the key again, and what still holds is the database: the orders' unique
-(customer, idempotency key) hands it the order the key already placed (the
-answer for a finished one; for one still pending, the payment goes on under
-its own gateway key, which the gateway charges once). One order, one charge;
-what is lost is the byte-identical replay and the 409 for a duplicate that
-arrives in the gap. And a payment whose client never comes back leaves no
-record in the database for reconcile to find: reconcile looks for this
-store's pending orders instead (checkout.shop.reconcile), and leaves alone
-one whose key a worker holds in Redis (``lease_held``).
-
-Without Redis (``CHECKOUT_REDIS_URL`` unset, or no answer) the route answers
-503 and the lab says so.
+Redis is outside the order's transaction: a lost record costs the byte-identical replay (and the 409 for a duplicate
+in the gap), never a second order or charge: the database's unique constraints still hold. Without Redis: 503.
+Design: docs/design.md#checkoutlabredis_storepy-idempotency-records-in-redis
 """
 
 from __future__ import annotations

@@ -1,20 +1,8 @@
 """GET /api/lab/requests?key=K (lab only): the requests this shop received under key K, oldest first.
 
-For QA and the lab: a test against a running shop learns how many submits
-reached it, and what each was answered, without a POST counter of its own.
-Every endpoint and every customer that used the key string is listed (the
-lab, like ``/api/lab/ledger``, shows everything): ``[{endpoint, customer,
-received_at, status, replayed}]``.
-
-Built from the audit trail alone: a request notes "received" once, at its
-first look at the key, and every event it notes carries its request tag
-(``checkout.idempotency.audit``). Its status is that of its last answering
-step: the stored status it completed or replayed, 422 for a mismatch, the
-in-progress answer for a conflict (409 on the API, the "still processing"
-page on the browser's checkout), 503 when it released its lease without an
-outcome. A request refused before its key was claimed (a missing key, a
-body that is not JSON or has invalid fields, a first phase that stores
-nothing) left no trace, and is not listed: nothing ever happened under the key.
+A test against a running shop learns how many submits reached it, and their answers, without a counter of its own.
+Built from the audit trail alone: a request refused before its key was claimed left no trace and is not listed.
+Design: docs/design.md#checkoutlabrequestspy-the-requests-under-a-key
 """
 
 from __future__ import annotations

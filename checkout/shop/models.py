@@ -1,14 +1,8 @@
 """The shop's tables: products, customers, carts, orders, payments.
 
-Unique constraints back every rule on their own:
-- orders: one per (customer, idempotency key), so even after the key's
-  record is purged a late retry finds the order it already placed;
-- orders: one per (cart, cart version), the business rule behind the key:
-  two keys for one cart version (a second tab, a forged form) are one order;
-- cart keys: one per (cart, version), made once in the database, so two tabs
-  opened at the same moment render the same key;
-- payments (POST /api/payments): one per (customer, idempotency key), and one
-  pending or succeeded per (customer, the client's order reference).
+Unique constraints back every rule on their own: one order per (customer, idempotency key), so a late retry finds
+its order even after the key's record is purged; one per (cart, cart version); one key per cart version.
+Design: docs/design.md#checkoutshopmodelspy-the-unique-constraints
 """
 
 from __future__ import annotations

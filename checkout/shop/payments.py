@@ -1,28 +1,8 @@
 """POST /api/payments, the articles' own request: a payment for the client's ``orderId``, in phases.
 
-    started ──(claim + payment row, one transaction)──▶ payment_created ──(gateway, then one transaction)──▶ finished
-
-The body is the articles' ``{"orderId": "order-123", "amount": 49900,
-"currency": "UAH"}`` (with an optional ``card_number``, so the fault cards can
-be tried). It runs through the same engine and the same gateway as
-``POST /api/orders`` (checkout.shop.placement), under its own key scope:
-
-- From ``started``, inside the claim's transaction: the payment row is
-  inserted, pending, with a gateway key derived from it. The INSERT alone
-  decides (ON CONFLICT DO NOTHING): the payments' unique (customer, key) finds
-  the payment of a late retry, and their partial unique index (customer,
-  order reference) over pending and succeeded payments refuses a second
-  payment for an order, whatever two keys race. The loser reads the winner:
-  succeeded is 409 ``order-already-paid`` (final, stored under this key);
-  pending is 409 ``order-payment-in-progress`` (not stored: the other
-  attempt may still be declined, and then this key may pay).
-- From ``payment_created``: the gateway is called with no transaction open,
-  always with the payment's gateway key, so a retry, a resumption or two
-  workers can never charge twice; then one transaction ends the payment and
-  completes the operation with its answer.
-
-Whoever learns the outcome first ends the payment (the worker, reconcile, the
-gateway's webhook): ``settle`` is a conditional UPDATE from pending.
+The payment row's INSERT alone decides a race (one per key; one pending or succeeded per order reference); the
+gateway is called with no transaction open, always under the payment's gateway key, so it never charges twice.
+Design: docs/design.md#checkoutshoppaymentspy-the-payment-request-in-phases
 """
 
 from __future__ import annotations

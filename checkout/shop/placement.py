@@ -1,19 +1,8 @@
-"""Placing an order, as phases with recovery points (the shape of rocket-rides-atomic):
+"""Placing an order, as phases with recovery points (the shape of rocket-rides-atomic).
 
-    started ──(claim + order row, one transaction)──▶ order_created ──(gateway, then one transaction)──▶ finished
-
-- From ``started`` (inside the claim's own transaction): the order is
-  inserted for the lines being paid (or the orders' unique constraints find
-  the one that exists, which answers), then its stock is taken, and the
-  key's record moves to ``order_created``. Nothing is called outside.
-- From ``order_created``: the gateway is called with no transaction open,
-  with a key derived from the order, so calling it again (a retry, a resumed
-  operation) can never charge twice. Then one transaction records what the
-  gateway said and completes the operation with the endpoint's answer.
-
-There is no separate "charge attempted" point before the gateway call: the
-gateway key makes a repeated call harmless, so a resumed operation simply
-asks again, and the transaction it would cost is saved.
+``started`` inserts the order and takes its stock in the claim's transaction; ``order_created`` calls the gateway
+with no transaction open and a key derived from the order, so calling it again can never charge twice.
+Design: docs/design.md#checkoutshopplacementpy-placing-an-order-in-phases
 """
 
 from __future__ import annotations

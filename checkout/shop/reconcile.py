@@ -1,36 +1,8 @@
 """Finish operations nobody is working on any more, by asking the gateway.
 
-A worker died mid-payment, stalled, or a client got a 503 and never came
-back. For each such record we take the lease over (the same compare-and-set
-a retry uses) and fence the order's gateway key before deciding anything:
-the gateway voids the key unless a charge already stands under it. Whichever
-won is final, so a stalled worker that wakes up later cannot charge behind
-our back:
-
-- a succeeded charge won: the order is paid; the stored answer is the success;
-- a declined charge won: the order is declined; the stored answer is the decline;
-- the void won: the order is ended as ``failed`` (nothing was or will be
-  charged) and the stored answer says so;
-- no order yet (a record that never got past its claim): the record is
-  deleted, so the client's next retry starts afresh; nothing happened.
-
-A payment of ``POST /api/payments`` is finished the same way as an order:
-its gateway key is fenced, and the payment ends succeeded, declined or
-failed as the gateway says (a record with no payment yet is deleted).
-
-A refund needs no fence: it needs no card, so reconcile finishes it by asking
-the gateway to refund again, with the same refund key (idempotent there).
-
-Some payments have no record here to find: the lab's Redis store keeps its
-records in Redis, and a worker that died there, or a record Redis forgot or
-expired, leaves only a pending order holding its stock. Reconcile also looks
-for those: pending orders of that store untouched for longer than a lease,
-whose key no worker holds in Redis now. It fences each one's gateway key the
-same way and ends the order as the gateway says (paid, or failed with its
-stock given back, once: the order's own conditional status change decides).
-A retry that comes later answers from the order.
-
-The client sees the outcome on its next retry with the same key.
+It takes the lease over and fences the gateway key before deciding, so a stalled worker that wakes up later cannot
+charge behind its back (a refund needs no fence). The client sees the outcome on its next retry with the same key.
+Design: docs/design.md#checkoutshopreconcilepy-finishing-abandoned-operations
 """
 
 from __future__ import annotations

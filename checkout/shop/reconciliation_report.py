@@ -1,24 +1,8 @@
 """The reconciliation report: the shop's ledger against the gateway's, line by line.
 
-With a gateway that takes keys, a payment cannot be charged twice. With one
-that takes none (the legacy interface), a worker stalled past its lease, or a
-shop that retries without looking first, can leave the two ledgers
-disagreeing. Real providers send a settlement file for this; here both
-ledgers are at hand. The report lists every disagreement, of three kinds:
-
-- a paid order without a charge: the shop says paid, and the gateway has no
-  succeeded charge of that order under the charge id the order records;
-- a charge without a paid order: a succeeded charge that no paid order
-  accounts for (its reference is unknown, its order is not paid, or the
-  order is paid by another charge: a second charge for one order);
-- amounts that differ: the order and the charge it records disagree on the
-  amount or the currency.
-
-A payment still in progress (charged, its answer lost, not yet retried) shows
-as a charge without a paid order until it is finished: the report tells what
-is true now. ``flask --app checkout gateway reconcile-report`` prints it and
-exits 1 when it finds anything; the lab shows it at ``/lab/reconciliation``.
-The gateway knows nothing of orders: only the shop can compare.
+A gateway without keys can leave the two ledgers disagreeing; it knows nothing of orders, so only the shop can
+compare. ``flask --app checkout gateway reconcile-report`` prints it; the lab shows it at ``/lab/reconciliation``.
+Design: docs/design.md#checkoutshopreconciliation_reportpy-the-two-ledgers-compared
 """
 
 from __future__ import annotations

@@ -1,18 +1,8 @@
 """Refunds: a second idempotent endpoint, with its own key scope, and never more than charged.
 
-    started ──(claim + reserve the amount + refund row)──▶ refund_created ──(gateway, then one transaction)──▶ finished
-
-- From ``started``, inside the claim's transaction: the order must be paid
-  (else 422 ``order-not-refundable``, nothing stored); the amount (all that is
-  left, unless the client names one) is reserved on the order by a conditional
-  UPDATE that a CHECK backs (more than is left: 422 ``refund-exceeds-charge``,
-  stored); the refund row is written, pending.
-- From ``refund_created``: the gateway refunds, idempotent on a key derived
-  from the refund, with no transaction open; then one transaction marks the
-  refund succeeded, writes its receipt email, and completes the operation.
-
-A refund needs no card, so reconcile can always finish one: it asks the
-gateway again with the same refund key.
+The amount is reserved on the order by a conditional UPDATE that a CHECK backs; the gateway refunds under a key
+derived from the refund, so reconcile can always finish one by asking again.
+Design: docs/design.md#checkoutshoprefundspy-refunds-in-phases
 """
 
 from __future__ import annotations

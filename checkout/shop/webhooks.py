@@ -1,17 +1,8 @@
 """POST /webhooks/gateway: the gateway's events, delivered at least once, applied once.
 
-1. The signature (HMAC of the timestamp and the raw body, keyed by
-   CHECKOUT_WEBHOOK_SECRET) must match and be at most 300 s old: anything else
-   is a 400 problem+json, and nothing is applied.
-2. In ONE unit of work: the event id is claimed (an INSERT guarded by the
-   primary key: the idempotency key of a webhook is its event id) and the event
-   is applied. A repeated delivery finds its receipt and changes nothing (200).
-3. Applying never moves an order backwards: every change is a conditional
-   UPDATE from the state it expects (pending → paid, pending → declined,
-   refund pending → succeeded, and a payment of POST /api/payments pending →
-   succeeded or declined: its charge's reference is the payment's id).
-   Whoever comes first, the worker or the webhook, makes the change; the
-   second changes nothing. A reference that is neither is ignored.
+A signed, fresh event is claimed by its id and applied in one unit of work; every change is a conditional UPDATE
+from the state it expects, so whoever comes second (the worker or the webhook) changes nothing.
+Design: docs/design.md#checkoutshopwebhookspy-the-webhook-receiver
 """
 
 from __future__ import annotations

@@ -1,18 +1,8 @@
 """The mistakes in the lab: the nine wrong twins' API, their pages, and a form that sends their triggers.
 
-- ``POST /api/lab/mistakes/<name>/orders``: the twin, with the body and headers
-  of ``POST /api/orders`` and its answers to bad input;
-- ``GET /lab/mistakes``: the nine, each with its damage so far;
-- ``GET /lab/mistakes/<name>``: what the mistake is, how to trigger it, what
-  to look for, where the fix lives, and the twin's code;
-- ``POST /lab/mistakes/<name>/send``: the page's form. It sends the request
-  over HTTP to this very shop at ``CHECKOUT_SHOP_URL``, as a client would (so
-  under ``make serve`` it lands on any of the workers), to the twin or to the
-  safe endpoint, then shows the answers on the page. Never to the address the
-  form's own request names: its Host header is the sender's to forge, and the
-  request carries a bearer token.
-
-All of it answers 404 when the lab is off.
+The form sends over HTTP to ``CHECKOUT_SHOP_URL``, as a client would, never to the address its own request names
+(its Host header is the sender's to forge, and the request carries a bearer token). 404 when the lab is off.
+Design: docs/design.md#checkoutlabmistakesviewspy-the-nine-wrong-twins-in-the-lab
 """
 
 from __future__ import annotations
