@@ -47,7 +47,8 @@ class LabStock(Base):
 
 def path_of_order() -> Any:
     """The checkout path of ``orders`` rows, for a query joined with ``LabOrder`` (outer: "safe" if none)."""
-    return sa.func.coalesce(LabOrder.path, SAFE)
+    # A literal, not a bound parameter: PostgreSQL must see the same expression in SELECT and GROUP BY.
+    return sa.func.coalesce(LabOrder.path, sa.literal_column(f"'{SAFE}'"))
 
 
 def _lab_on() -> bool:
