@@ -138,7 +138,7 @@ def _charge_data(row: GatewayCharge) -> dict[str, object]:
     }
 
 
-def _charge_from_row(row: GatewayCharge) -> Charge:
+def charge_from_row(row: GatewayCharge) -> Charge:
     return Charge(
         id=row.id,
         gateway_key=row.gateway_key,
@@ -151,7 +151,9 @@ def _charge_from_row(row: GatewayCharge) -> Charge:
     )
 
 
-class Gateway:
+class Ledger:
+    """The mock provider's books and its pace: what both of its interfaces (keyed, legacy) share."""
+
     def __init__(
         self,
         engine: Engine,
@@ -167,12 +169,14 @@ class Gateway:
         self.very_slow_seconds = very_slow_seconds
         self.timeout_seconds = timeout_seconds
 
+
+class Gateway(Ledger):
     # -- the provider's interface ---------------------------------------
 
     def retrieve(self, gateway_key: str) -> Charge | None:
         with Session(self.engine) as session, session.begin():
             row = session.scalars(sa.select(GatewayCharge).where(GatewayCharge.gateway_key == gateway_key)).first()
-            return _charge_from_row(row) if row else None
+            return charge_from_row(row) if row else None
 
     def expected_seconds(self, card_number: str) -> float:
         """How long a charge with this card is expected to take (a real provider: its usual latency)."""
@@ -237,7 +241,7 @@ class Gateway:
                 )
             )
             row = session.scalars(sa.select(GatewayCharge).where(GatewayCharge.gateway_key == gateway_key)).one()
-            return _charge_from_row(row)
+            return charge_from_row(row)
 
     def refund(self, *, refund_key: str, charge_id: str, amount_cents: int, currency: str) -> Refund:
         """Refund once per ``refund_key``; a repeat returns the first refund. Never more than charged."""
@@ -374,4 +378,4 @@ class Gateway:
             row = session.scalars(sa.select(GatewayCharge).where(GatewayCharge.gateway_key == gateway_key)).first()
             if inserted is not None and row is not None:
                 _event(session, "charge.succeeded" if status == SUCCEEDED else "charge.failed", _charge_data(row))
-            return (_charge_from_row(row) if row else None), inserted is not None
+            return (charge_from_row(row) if row else None), inserted is not None

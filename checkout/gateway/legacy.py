@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import secrets
 import time
+from dataclasses import replace
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
-from checkout.database import WRITE_OPTION, insert_ignoring_conflicts, utcnow
+from checkout.database import insert_ignoring_conflicts, utcnow
 from checkout.gateway.cards import Behaviour, behaviour, digits_only, last4, luhn_valid
 from checkout.gateway.client import (
     CardDeclined,
@@ -23,6 +23,8 @@ from checkout.gateway.client import (
     GatewayUnavailable,
     InvalidAmount,
     InvalidCard,
+    Ledger,
+    charge_from_row,
 )
 from checkout.gateway.models import DECLINED, SUCCEEDED, GatewayCharge, GatewayFaultMark
 
@@ -31,33 +33,10 @@ INTERNAL_KEY_PREFIX = "legacy-"
 
 def _as_charge(row: GatewayCharge) -> Charge:
     """What the legacy interface answers: the charge without its internal key (it has no key to show)."""
-    return Charge(
-        id=row.id,
-        gateway_key="",
-        reference=row.reference,
-        amount_cents=row.amount_cents,
-        currency=row.currency,
-        status=row.status,
-        card_last4=row.card_last4,
-        created_at=row.created_at,
-    )
+    return replace(charge_from_row(row), gateway_key="")
 
 
-class LegacyGateway:
-    def __init__(
-        self,
-        engine: Engine,
-        *,
-        slow_seconds: float = 3.0,
-        very_slow_seconds: float = 20.0,
-        timeout_seconds: float = 25.0,
-    ) -> None:
-        self.engine = engine
-        self._writer = engine.execution_options(**{WRITE_OPTION: True})
-        self.slow_seconds = slow_seconds
-        self.very_slow_seconds = very_slow_seconds
-        self.timeout_seconds = timeout_seconds
-
+class LegacyGateway(Ledger):
     # -- the provider's (old) interface -------------------------------------
 
     def charge(self, *, amount_cents: int, currency: str, card_number: str, reference: str) -> Charge:
