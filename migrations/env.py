@@ -40,9 +40,21 @@ def run_migrations_online() -> None:
     conf_args.setdefault("render_item", render_item)
 
     with db.engine.connect() as connection:
+        sqlite = connection.dialect.name == "sqlite"
+        if sqlite:
+            # Batch mode copies a table and drops the old one; with foreign keys on (checkout.database turns
+            # them on for every connection) that DROP fails, or cascades into its children. Off while the
+            # tables are copied (outside a transaction: SQLite ignores the pragma inside one), checked after.
+            connection.connection.driver_connection.execute("PRAGMA foreign_keys=OFF")  # before any BEGIN
         context.configure(connection=connection, target_metadata=db.metadata, **conf_args)
         with context.begin_transaction():
             context.run_migrations()
+            if sqlite:
+                broken = connection.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
+                if broken:
+                    raise RuntimeError(f"the migration left rows whose foreign keys point nowhere: {broken[:5]}")
+        if sqlite:
+            connection.connection.driver_connection.execute("PRAGMA foreign_keys=ON")
 
 
 if context.is_offline_mode():

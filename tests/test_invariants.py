@@ -96,6 +96,51 @@ def test_migrations_build_the_schema_the_models_describe(tmp_path: Any, monkeypa
         db.engine.dispose()
 
 
+def test_the_lab_accounts_migration_moves_an_older_databases_orders_and_keeps_every_row(
+    database_url: str, tmp_path: Any
+) -> None:
+    """b8e4d1f2a7c3 rebuilds orders and refunds (SQLite's batch copy): their rows, their children and the
+    lab's paths must all survive it, and a keyless row get a key of its own."""
+    from checkout import create_app
+
+    app = create_app({"SQLALCHEMY_DATABASE_URI": database_url, "SECRET_KEY": "k"}, instance_path=str(tmp_path))
+    runner: FlaskCliRunner = app.test_cli_runner()
+    assert runner.invoke(args=["db", "upgrade", "a41c9e27d5b8"]).exit_code == 0
+    now = "2026-12-01 10:00:00"
+    with app.app_context(), db.engine.begin() as sql:
+        for statement in (
+            "INSERT INTO customers (id, public_id, name, token_hash, created_at) VALUES (1, 'cus_x', 'x', 'h', :now)",
+            "INSERT INTO products (id, sku, name, description, emoji, price_cents, currency, stock, seeded_stock)"
+            " VALUES (1, 'MUG-01', 'Mug', '', '', 1200, 'USD', 8, 10)",
+            "INSERT INTO orders (id, public_id, customer_id, idempotency_key, gateway_key, status, email, card_last4,"
+            " total_cents, currency, refunded_cents, cart_moved_on, path, purchase_ref, language, created_at,"
+            " updated_at) VALUES (1, 'ord_a', 1, 'key-a', 'charge-ord_a', 'paid', 'a@x.io', '4242', 1200, 'USD',"
+            " 100, false, 'safe', 'p-1', 'en', :now, :now), (2, 'ord_b', 1, NULL, 'unsafe-1', 'paid', 'a@x.io',"
+            " '4242', 1200, 'USD', 0, false, 'unsafe', NULL, 'en', :now, :now)",
+            "INSERT INTO order_items (id, order_id, sku, name, quantity, unit_price_cents) VALUES"
+            " (1, 1, 'MUG-01', 'Mug', 1, 1200), (2, 2, 'MUG-01', 'Mug', 1, 1200)",
+            "INSERT INTO refunds (id, public_id, order_id, idempotency_key, refund_key, amount_cents, currency,"
+            " reason, status, path, created_at, updated_at) VALUES (1, 're_a', 1, NULL, 'refund-re_a', 100, 'USD',"
+            " '', 'succeeded', 'unsafe', :now, :now)",
+        ):
+            sql.execute(sa.text(statement), {"now": now})
+    upgrade = runner.invoke(args=["db", "upgrade"])
+    assert upgrade.exit_code == 0, (upgrade.output, repr(upgrade.exception))
+    with app.app_context(), db.engine.connect() as sql:
+        assert sql.execute(sa.text("SELECT order_id, path, purchase_ref FROM lab_orders ORDER BY 1")).all() == [
+            (1, "safe", "p-1"),
+            (2, "unsafe", None),
+        ]
+        assert sql.execute(sa.text("SELECT refund_id, path FROM lab_refunds")).all() == [(1, "unsafe")]
+        assert sql.execute(sa.text("SELECT sku, seeded FROM lab_stock")).all() == [("MUG-01", 10)]
+        keys = sql.execute(sa.text("SELECT idempotency_key FROM orders ORDER BY id")).scalars().all()
+        assert keys == ["key-a", "lab-2"]
+        assert sql.execute(sa.text("SELECT count(*) FROM order_items")).scalar() == 2
+        assert sql.execute(sa.text("SELECT idempotency_key FROM refunds")).scalar() == "lab-1"
+    with app.app_context():
+        db.engine.dispose()
+
+
 def test_every_state_a_check_allows_fits_its_column() -> None:
     """SQLite ignores a VARCHAR's length and PostgreSQL does not: a state too long fails only there."""
     too_long = []

@@ -76,7 +76,10 @@ def downgrade():
         batch_op.add_column(sa.Column("path", sa.String(length=40), server_default="safe", nullable=False))
         batch_op.add_column(sa.Column("purchase_ref", sa.String(length=64), nullable=True))
         batch_op.create_index(batch_op.f("ix_orders_purchase_ref"), ["purchase_ref"], unique=False)
-    op.execute("UPDATE products SET seeded_stock = (SELECT seeded FROM lab_stock WHERE lab_stock.sku = products.sku)")
+    op.execute(
+        "UPDATE products SET seeded_stock = COALESCE((SELECT seeded FROM lab_stock WHERE lab_stock.sku = products.sku),"
+        " stock)"
+    )
     op.execute("UPDATE refunds SET path = (SELECT path FROM lab_refunds WHERE refund_id = refunds.id)"
                " WHERE id IN (SELECT refund_id FROM lab_refunds)")
     op.execute("UPDATE orders SET path = (SELECT path FROM lab_orders WHERE order_id = orders.id),"
