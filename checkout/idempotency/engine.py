@@ -13,16 +13,17 @@ import secrets
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime, timedelta
+from typing import TypeVar
 
 from checkout.database import utcnow
 from checkout.extensions import db
 from checkout.idempotency.audit import note
 from checkout.idempotency.operation import Operation
 from checkout.idempotency.sql_store import SQL_STORE
-from checkout.idempotency.store import NO_STORE, RecordStore
+from checkout.idempotency.store import NO_STORE, Held, RecordStore
 from checkout.idempotency.types import (
     STARTED,
     Complete,
@@ -43,6 +44,8 @@ from checkout.idempotency.types import (
     Unfinished,
 )
 from checkout.transactions import assert_idle, writing
+
+T = TypeVar("T")
 
 # Of several requests racing for a released lease, the losers look again; a few rounds settle it.
 ATTEMPTS = 5
@@ -78,6 +81,20 @@ def same_fingerprint(stored: str, offered: str) -> bool:
 # --- one attempt: look, then claim, replay, refuse, conflict or take over ----------
 
 
+def _stored_then_noted(store: RecordStore, write: Callable[[], T], notes: Callable[[T], None]) -> T:
+    """A store's write and its audit notes: in one unit of work when the store joins the transaction;
+    else the write first, on its own (no database transaction waits on a network call), then the notes."""
+    if store.joins_transaction:
+        with writing(durable=False):
+            done = write()
+            notes(done)
+        return done
+    done = write()
+    with writing(durable=False):
+        notes(done)
+    return done
+
+
 def _record_after_commit(operation: Operation, step: Step) -> None:
     """Write a committed phase's step to a store outside its transaction.
 
@@ -85,16 +102,21 @@ def _record_after_commit(operation: Operation, step: Step) -> None:
     the record is gone or someone else's (Redis lost it, a takeover), a
     completed outcome is still true; any other step stops here (LeaseLost).
     """
+    lost = False
+    try:
+        operation.apply(step)  # its own audit note waits for the unit of work below
+    except LeaseLost:
+        lost = True
     with writing(durable=False):
-        try:
-            operation.apply(step)
-        except LeaseLost:
+        if lost:
             note(
                 operation.scope, Event.RECORD_LOST, recovery_point=operation.recovery_point, store=operation.store.name
             )
-            if not isinstance(step, Complete):
-                raise
-            operation.response = step.response
+    if not lost:
+        return
+    if not isinstance(step, Complete):
+        raise LeaseLost(f"operation {operation.scope.key!r}: its record is gone or someone else's")
+    operation.response = step.response
 
 
 def _claim(
@@ -103,34 +125,41 @@ def _claim(
     """Claim the record and run the first phase; None if another request won the claim.
 
     A store that joins the transaction claims in the first phase's own
-    transaction, so a refusal or a crash leaves nothing; another claims first
-    and discards its claim when the phase does not commit.
+    transaction, so a refusal or a crash leaves nothing. Another claims first,
+    on its own, and discards its claim when the phase does not commit.
     """
     if first.call is not None:
         raise TypeError("the first phase runs inside the claim's transaction: it cannot call outside")
     owner = secrets.token_hex(16)
-    operation: Operation | None = None
+    joins = store.joins_transaction
+    held = None if joins else store.claim(scope, fingerprint, owner, settings)
+    if not joins and held is None:
+        return None  # the store chose another request; look at its record
     try:
         with writing():
-            held = store.claim(scope, fingerprint, owner, settings)
-            if held is None:
-                return None  # the store chose another request; look at its record
+            if joins:
+                held = store.claim(scope, fingerprint, owner, settings)
+                if held is None:
+                    return None
+            assert held is not None
             operation = Operation(store, scope, held, resumed=False, settings=settings)
             note(scope, Event.RECEIVED)
             note(scope, Event.CLAIMED, owner=owner[:8], store=store.name)
             step = first.commit(operation, None)
-            if store.joins_transaction:
+            if joins:
                 operation.apply(step)
     except BaseException as error:
-        if operation is not None and not store.joins_transaction:
-            store.discard(operation.held)  # the phase did not commit: the key is usable again
+        if held is not None and not joins:
+            store.discard(held)  # the phase did not commit: the key is usable again
         if isinstance(error, Refuse):
             return Refused(error.response)  # nothing is stored
         raise
-    if not store.joins_transaction:
+    if not joins:
         try:
             _record_after_commit(operation, step)
         except LeaseLost:
+            with writing(durable=False):
+                note(scope, Event.LEASE_LOST)
             return InProgress(retry_after=1, reference=operation.reference)  # a retry claims again
     if operation.response is not None:  # the first phase completed it (an answer known at once)
         return Done(operation.response, replayed=False)
@@ -159,10 +188,12 @@ def _answer_existing(
     if view.lease_live:
         retry_after = _retry_after(view, now, settings.expected_call_seconds)
         if first_look:
-            with writing(durable=False):
-                store.count_duplicate(view)
+
+            def noted(_nothing: None) -> None:
                 note(scope, Event.RECEIVED)
                 note(scope, Event.CONFLICT, retry_after=retry_after)
+
+            _stored_then_noted(store, lambda: store.count_duplicate(view), noted)
         return InProgress(retry_after, view.reference)
     # The lease expired (a crashed worker) or was released (an unknown outcome): take it over.
     return take_over(view, settings, received=first_look, store=store)
@@ -178,16 +209,18 @@ def take_over(
 ) -> Operation | None:
     """Take an expired or released lease with the store's compare-and-set (None if someone else won)."""
     owner = secrets.token_hex(16)
-    with writing():
-        held = store.take_over(view, owner, settings)
+
+    def noted(held: Held | None) -> None:
         if held is None:
-            return None
+            return
         if received:
             note(view.scope, Event.RECEIVED)
         # A lease that had a holder and ran out: a takeover (the holder died or hung), not a resumption.
         expired = view.locked_until is not None and not view.lease_live
         note(view.scope, by, recovery_point=held.recovery_point, owner=owner[:8], expired_lease=expired or None)
-    return Operation(store, view.scope, held, resumed=True, settings=settings)
+
+    held = _stored_then_noted(store, lambda: store.take_over(view, owner, settings), noted)
+    return Operation(store, view.scope, held, resumed=True, settings=settings) if held is not None else None
 
 
 def _attempt(

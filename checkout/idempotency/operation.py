@@ -97,15 +97,21 @@ class Operation:
 
         ``event`` (what went wrong, e.g. answer_lost) is recorded with the release.
         """
+        joins = self.store.joins_transaction
+        released = False if joins else self._give_back()  # a store outside the database: before the unit
         with writing():
-            try:
+            if joins:
                 released = self.store.release(self.held)
-            except Exception:  # a store that does not answer: the lease runs out by itself
-                released = False
             if event:
                 note(self.scope, event, **detail)
             if released:
                 note(self.scope, Event.RELEASED, reason=reason, recovery_point=self.recovery_point)
+
+    def _give_back(self) -> bool:
+        try:
+            return self.store.release(self.held)
+        except Exception:  # a store outside the database that does not answer: the lease runs out by itself
+            return False
 
     def discard(self, reason: str) -> None:
         """Delete the record (nothing happened under it), so the next retry starts afresh."""
