@@ -23,6 +23,7 @@ from checkout.gateway.webhooks import Deliverer
 log = logging.getLogger(__name__)
 PATH = "/webhooks/gateway"
 RELAY_THREAD = "webhook-relay"
+INTERVAL_SECONDS = 1.0  # between rounds of the thread and of --forever (its --interval)
 RELAY_STOP = "checkout.webhook_relay_stop"
 
 
@@ -73,7 +74,7 @@ def stop_webhook_relay(app: Flask) -> None:
 
 
 def _relay(app: Flask, stop: threading.Event) -> None:
-    while not stop.wait(1.0):
+    while not stop.wait(INTERVAL_SECONDS):
         try:
             deliverer(app).deliver_due(webhook_url(app))
         except OperationalError as busy:  # SQLite's writer is busy, or the database restarts: one line, not a trace
