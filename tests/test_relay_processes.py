@@ -1,13 +1,17 @@
 """Each ``--forever`` relay, as its own process, does its work for a real server and stops cleanly on
-SIGTERM (what a process manager sends) and on Ctrl-C."""
+SIGTERM (what honcho sends) and on Ctrl-C; make run and make serve start both beside the web server."""
 
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
 import uuid
 
+import pytest
 from flask import Flask
 from flask.testing import FlaskClient
+from honcho.environ import parse_procfile
 
 from checkout.mail.models import OutboxMessage
 from checkout.shop.models import Order
@@ -15,6 +19,7 @@ from tests.conftest import LiveServer
 from tests.helpers import ANSWER_LOST_CARD, Ledger, order_body, post_order, wait_for
 from tests.mailing import enqueue_message, smtp_server
 from tests.relays import OUTBOX, WEBHOOKS, relay_forever
+from tests.servers import ROOT
 
 CONFIRMATION_ID = "<outbox.order_confirmation.ord_test1@checkout.invalid>"
 
@@ -53,3 +58,45 @@ def test_gateway_deliver_forever_delivers_a_webhook_to_a_live_shop_and_stops_cle
     assert "charge.succeeded: delivered (200)" in out and out.rstrip().endswith("stopped"), out + err
     assert "SIGINT" in err
     assert live_server.post_count("/webhooks/gateway") >= 1
+
+
+# --- what make run and make serve start ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("procfile", "web"), [("Procfile", "flask --app checkout run"), ("Procfile.serve", "gunicorn")]
+)
+def test_each_procfile_has_the_web_server_and_both_relays_as_processes(procfile: str, web: str) -> None:
+    processes = parse_procfile((ROOT / procfile).read_text()).processes
+    assert list(processes) == ["web", "outbox", "webhooks"]
+    assert processes["web"].startswith(f"exec {web}")
+    assert processes["outbox"] == "exec flask --app checkout outbox relay --forever"
+    assert processes["webhooks"] == "exec flask --app checkout gateway deliver --forever"
+
+
+def make_dry_run(target: str, **variables: str) -> str:
+    """The honcho line ``make -n target`` would run (nothing is run)."""
+    env = {name: value for name, value in os.environ.items() if not name.startswith(("CHECKOUT_", "MAKE"))}
+    dry = subprocess.run(
+        ["make", "-n", "--no-print-directory", target, *(f"{k}={v}" for k, v in variables.items())],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    [line] = [line for line in dry.stdout.splitlines() if "honcho start" in line]
+    return line
+
+
+@pytest.mark.parametrize(("target", "procfile"), [("run", "Procfile"), ("serve", "Procfile.serve")])
+def test_make_run_and_serve_start_the_web_server_and_both_relays_on_host_and_port(target: str, procfile: str) -> None:
+    line = make_dry_run(target, HOST="127.0.0.2", PORT="5099")
+    assert line.endswith(f"honcho start -f {procfile} --port 5099 web outbox webhooks")
+    assert "HOST=127.0.0.2" in line and "CHECKOUT_SHOP_URL=http://127.0.0.2:5099" in line
+
+
+@pytest.mark.parametrize("off", ["off", "OFF", "false", "0"])
+def test_checkout_outbox_relay_off_leaves_the_outbox_relay_out_of_make_run(off: str) -> None:
+    # Exercise 9: "CHECKOUT_OUTBOX_RELAY=off make run", then the relay by hand.
+    assert make_dry_run("run", CHECKOUT_OUTBOX_RELAY=off).endswith("--port 5000 web webhooks")
