@@ -66,13 +66,6 @@ def _rate(value: str) -> float:
     return rate
 
 
-def _relay(value: str) -> str:
-    mode = value.strip().lower()
-    if mode not in ("thread", "off"):
-        raise ValueError(f"must be thread or off, not {value!r}")
-    return mode
-
-
 def _http_url(value: str) -> str:
     """An http(s) address with a host: the shop sends requests there, so it is configured, never guessed."""
     url = value.strip()
@@ -165,18 +158,26 @@ SETTINGS: dict[str, Setting] = {
         "",
         _optional_http_url,
         "where the gateway delivers its events (default: CHECKOUT_SHOP_URL + /webhooks/gateway); "
-        "required in production while CHECKOUT_WEBHOOK_RELAY=thread",
+        "flask gateway deliver needs it in production",
     ),
     "CHECKOUT_WEBHOOK_SECRET": Setting("", _text, "signs the gateway's webhooks; generated once in development"),
     "CHECKOUT_WEBHOOK_DUPLICATE_RATE": Setting(
         0.2, _rate, "the share of events the gateway delivers twice on purpose (0 to 1)"
     ),
-    "CHECKOUT_WEBHOOK_RELAY": Setting(
-        "thread", _relay, "thread: deliver events in the background; off: only flask gateway deliver does"
-    ),
     "CHECKOUT_SMTP_URL": Setting("", _text, "smtp://host:port sends the outbox by SMTP; unset: into a Maildir"),
     "CHECKOUT_OUTBOX_RELAY": Setting(
-        "thread", _relay, "thread: send the outbox in the background; off: only flask outbox relay does"
+        True,
+        parse_bool,
+        "off: make run, make serve and make proxy start no outbox relay process (exercise 9 runs it by hand)",
+    ),
+}
+
+# Settings that are gone, and what to do instead: refused with this, not with a guess at a similar name.
+RETIRED: dict[str, str] = {
+    "CHECKOUT_WEBHOOK_RELAY": (
+        "no web worker delivers webhooks any more: the relay is its own process, "
+        "flask --app checkout gateway deliver --forever (make run and make serve start it, see Procfile); "
+        "remove the variable"
     ),
 }
 
@@ -219,6 +220,8 @@ def from_environment(environ: Mapping[str, str]) -> dict[str, Any]:
     for name, raw in environ.items():
         if not name.startswith("CHECKOUT_"):
             continue
+        if name in RETIRED:
+            raise ValueError(f"{name} is no longer a setting: {RETIRED[name]}")
         setting = SETTINGS.get(name)
         if setting is None:
             close = difflib.get_close_matches(name, SETTINGS, n=1)
@@ -329,12 +332,6 @@ def _addresses(config: dict[str, Any], production: bool) -> None:
         raise ValueError(
             "CHECKOUT_ENV=production needs CHECKOUT_TRUSTED_HOSTS: the host names this shop answers to, "
             "comma-separated (for example shop.example,www.shop.example); any other Host header gets 400"
-        )
-    if config["CHECKOUT_WEBHOOK_RELAY"] == "thread" and not config["CHECKOUT_WEBHOOK_URL"]:
-        raise ValueError(
-            "CHECKOUT_ENV=production with CHECKOUT_WEBHOOK_RELAY=thread needs CHECKOUT_WEBHOOK_URL: the full "
-            "address of this shop's /webhooks/gateway, where the relay posts the signed events "
-            "(for example https://shop.example/webhooks/gateway)"
         )
 
 

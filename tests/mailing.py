@@ -120,8 +120,6 @@ def relay_environment(app: Flask, database_url: str) -> dict[str, str]:
         "SECRET_KEY": "test-secret-key",
         "CHECKOUT_SHOP_URL": str(app.config["CHECKOUT_SHOP_URL"]),
         "CHECKOUT_WEBHOOK_SECRET": str(app.config["CHECKOUT_WEBHOOK_SECRET"]),
-        "CHECKOUT_OUTBOX_RELAY": "off",
-        "CHECKOUT_WEBHOOK_RELAY": "off",
     }
     if app.config["CHECKOUT_SMTP_URL"]:
         env["CHECKOUT_SMTP_URL"] = app.config["CHECKOUT_SMTP_URL"]

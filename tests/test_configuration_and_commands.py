@@ -169,3 +169,19 @@ def test_a_setting_that_is_not_a_valid_value_is_refused_with_its_name(
     monkeypatch.setenv(name, value)
     with pytest.raises(ValueError, match=name):
         create_app({"SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path}/x.db", "SECRET_KEY": STRONG})
+
+
+def test_a_setting_that_is_gone_is_refused_saying_what_replaced_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    monkeypatch.setenv("CHECKOUT_WEBHOOK_RELAY", "off")  # the relay is a process now, never a thread
+    with pytest.raises(ValueError, match=r"CHECKOUT_WEBHOOK_RELAY is no longer a setting: .*gateway deliver --forever"):
+        create_app({"SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path}/x.db", "SECRET_KEY": STRONG})
+
+
+def test_checkout_outbox_relay_off_is_accepted_as_exercise_9_starts_the_shop(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    monkeypatch.setenv("CHECKOUT_OUTBOX_RELAY", "off")  # make run then starts no outbox relay process
+    app = create_app({"SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path}/x.db", "SECRET_KEY": STRONG})
+    assert app.config["CHECKOUT_OUTBOX_RELAY"] is False

@@ -1,31 +1,78 @@
-"""Each ``--forever`` relay, as its own process, does its work for a real server and stops cleanly on
-SIGTERM (what honcho sends) and on Ctrl-C; make run and make serve start both beside the web server."""
+"""The relays run only as their own processes, as the Procfile starts them: a web worker starts no thread
+(``create_app``, and a real gunicorn server), and each ``--forever`` relay does its work for a real server
+and stops cleanly on SIGTERM (what honcho sends) and on Ctrl-C."""
 
 from __future__ import annotations
 
 import os
 import signal
 import subprocess
+import threading
 import uuid
+from pathlib import Path
 
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 from honcho.environ import parse_procfile
 
+from checkout.gateway import GatewayEvent
 from checkout.mail.models import OutboxMessage
 from checkout.shop.models import Order
-from tests.conftest import LiveServer
-from tests.helpers import ANSWER_LOST_CARD, Ledger, order_body, post_order, wait_for
+from tests.conftest import LiveServer, make_app
+from tests.helpers import ALICE, ANSWER_LOST_CARD, Ledger, order_body, post_order, wait_for
+from tests.http import post_json, send
 from tests.mailing import enqueue_message, smtp_server
 from tests.relays import OUTBOX, WEBHOOKS, relay_forever
-from tests.servers import ROOT
+from tests.servers import ROOT, gunicorn
 
 CONFIRMATION_ID = "<outbox.order_confirmation.ord_test1@checkout.invalid>"
 
 
 def sent(ledger: Ledger) -> list[OutboxMessage]:
     return ledger.rows(OutboxMessage, OutboxMessage.sent_at.is_not(None))
+
+
+def delivered(ledger: Ledger) -> list[GatewayEvent]:
+    return ledger.rows(GatewayEvent, GatewayEvent.delivered_at.is_not(None))
+
+
+def test_a_web_app_starts_no_thread_at_creation_nor_at_its_requests(database_url: str, tmp_path: Path) -> None:
+    before = set(threading.enumerate())
+    app = make_app(database_url, str(tmp_path / "instance"))
+    client = app.test_client()
+    client.get("/")
+    client.get("/cart")
+    # A payment writes an email into the outbox and an event for the gateway to deliver: work a relay would take.
+    assert post_order(client, str(uuid.uuid4()), order_body()).status_code == 201
+    started = [thread.name for thread in threading.enumerate() if thread not in before]
+    assert started == []
+
+
+@pytest.mark.slow
+def test_gunicorn_workers_relay_nothing_and_the_two_relay_processes_everything(
+    app: Flask, database_url: str, tmp_path: Path, ledger: Ledger
+) -> None:
+    instance = tmp_path / "gunicorn"
+    instance.mkdir()
+    secret = {"CHECKOUT_WEBHOOK_SECRET": str(app.config["CHECKOUT_WEBHOOK_SECRET"])}  # the relay signs with it
+    with gunicorn(database_url, instance, workers=2, settings=secret) as [server]:
+        paid = post_json(f"{server.url}/api/orders", order_body(), {**ALICE, "Idempotency-Key": str(uuid.uuid4())})
+        assert paid.status == 201
+        for _ in range(6):
+            assert send("GET", f"{server.url}/").status == 200
+        assert len(ledger.rows(OutboxMessage)) == 1 and len(ledger.rows(GatewayEvent)) == 1
+        # Proving an absence takes a wait: the threads this replaces polled every 1 s (webhooks) and 2 s
+        # (mail) from a worker's first request; 5 s is more than two of their rounds.
+        threading.Event().wait(5)
+        assert sent(ledger) == [] and delivered(ledger) == []
+
+        app.config["CHECKOUT_SHOP_URL"] = server.url  # where the webhook relay delivers
+        with relay_forever(app, database_url, OUTBOX) as outbox, relay_forever(app, database_url, WEBHOOKS) as hooks:
+            wait_for(lambda: sent(ledger) and delivered(ledger))
+            assert outbox.stop() == 0 and hooks.stop() == 0
+    [event] = delivered(ledger)
+    assert event.last_status == 200
 
 
 def test_outbox_relay_forever_sends_to_a_real_smtp_server_and_stops_cleanly_on_sigterm(
