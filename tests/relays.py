@@ -13,6 +13,7 @@ from pathlib import Path
 
 from flask import Flask
 
+from tests.helpers import wait_for
 from tests.mailing import relay_environment
 
 OUTBOX = ("outbox", "relay")
@@ -48,8 +49,9 @@ class RelayProcess:
 def relay_forever(
     app: Flask, database_url: str, command: tuple[str, str], *, interval: float = 0.1
 ) -> Iterator[RelayProcess]:
-    """Start the relay ``command`` with ``--forever`` (rounds every ``interval`` s); stopped at the end if still
-    running. Webhooks go to the app's CHECKOUT_SHOP_URL: the live server's, once that fixture has started."""
+    """Start the relay ``command`` with ``--forever`` (rounds every ``interval`` s), once it runs its loop; stopped
+    at the end if still running. Webhooks go to the app's CHECKOUT_SHOP_URL: the live server's, once that
+    fixture has started."""
     name = "-".join(command)
     folder = Path(app.instance_path)
     stdout, stderr = folder / f"{name}.out", folder / f"{name}.err"
@@ -63,6 +65,10 @@ def relay_forever(
         )
     relay = RelayProcess(process, stdout, stderr)
     try:
+        # Running once it says so (its first line): a stop request before that would find Python still
+        # importing, with no handler yet, and end it with -15 instead of "stopped".
+        wait_for(lambda: process.poll() is not None or "Ctrl-C stops" in stdout.read_text(), timeout=60)
+        assert process.poll() is None, relay.output()
         yield relay
     finally:
         if process.poll() is None:
