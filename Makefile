@@ -44,15 +44,23 @@ migrate: install
 seed: migrate
 	$(FLASK) seed
 
-## Serve the shop on http://127.0.0.1:5000 with SQLite, in one process (HOST=..., PORT=... to change).
+# make run and make serve start a Procfile's processes with honcho, in one terminal (Ctrl-C stops all):
+# the web server, then the outbox relay and the webhook relay, each its own process. The Procfile names
+# commands as an activated venv would; honcho gives web PORT. CHECKOUT_OUTBOX_RELAY=off (exercise 9):
+# no outbox relay, you run it by hand.
+OUTBOX_RELAY_OFF := $(filter off false no 0,$(shell printf '%s' '$(CHECKOUT_OUTBOX_RELAY)' | tr -d '[:space:]' | tr '[:upper:]' '[:lower:]'))
+PROCESSES := $(strip web $(if $(OUTBOX_RELAY_OFF),,outbox) webhooks)
+HONCHO := PATH="$(abspath $(BIN)):$$PATH" PYTHONUNBUFFERED=1 HOST=$(HOST) CHECKOUT_SHOP_URL=$(CHECKOUT_SHOP_URL) $(BIN)/honcho
+
+## Serve the shop on http://127.0.0.1:5000 with SQLite, and its two relays (Procfile; HOST=..., PORT=... to change).
 run: seed
-	CHECKOUT_SHOP_URL=$(CHECKOUT_SHOP_URL) $(FLASK) run --host $(HOST) --port $(PORT)
+	$(HONCHO) start -f Procfile --port $(PORT) $(PROCESSES)
 
-## Serve it with gunicorn, 4 workers x 4 threads, on the same HOST and PORT (exercise 5 needs this).
+## Serve it with gunicorn, 4 workers x 4 threads, on the same HOST and PORT, and the relays (exercise 5 needs this).
 serve: seed
-	CHECKOUT_SHOP_URL=$(CHECKOUT_SHOP_URL) $(BIN)/gunicorn --config gunicorn.conf.py --bind $(HOST):$(PORT) 'checkout:create_app()'
+	$(HONCHO) start -f Procfile.serve --port $(PORT) $(PROCESSES)
 
-## Serve it behind nginx on HOST:PORT: two gunicorn servers on the next two ports, one database (exercise 14).
+## Serve it behind nginx on HOST:PORT: two gunicorn servers on the next two ports, one database, the relays (exercise 14).
 proxy:
 	@PATH="$$PATH:/usr/sbin:/usr/local/sbin" command -v nginx >/dev/null 2>&1 || { \
 		echo "make proxy needs nginx, and there is none on this machine. Debian or Ubuntu: sudo apt-get install nginx"; \

@@ -66,12 +66,12 @@ def create_app(config: Mapping[str, Any] | None = None, *, instance_path: str | 
         )
 
     from checkout.eventlog import register_event_log
-    from checkout.gateway.relay import register_webhook_relay
+    from checkout.gateway.relay import register_deliverer
     from checkout.i18n import register_i18n
     from checkout.limits import register_rate_limits
     from checkout.metrics import register_metrics
 
-    register_webhook_relay(app)
+    register_deliverer(app)
     register_rate_limits(app)
     register_i18n(app)
     register_metrics(app)
@@ -81,11 +81,12 @@ def create_app(config: Mapping[str, Any] | None = None, *, instance_path: str | 
 
     from checkout.cli import register_commands
     from checkout.errors import register_error_handlers
-    from checkout.mail.relay import start_outbox_relay
+    from checkout.mail.transports import transport_for
 
     register_error_handlers(app)
     register_commands(app)
-    start_outbox_relay(app)
+    # No thread starts here, nor at a request: the relays are processes of their own (Procfile).
+    transport_for(app)  # a malformed CHECKOUT_SMTP_URL stops the app at start, not the relay later
     return app
 
 

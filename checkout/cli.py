@@ -1,20 +1,34 @@
-"""Command line: seed, and the idempotency housekeeping."""
+"""Command line: seed, the idempotency housekeeping, and the relays (each its own process with --forever)."""
 
 from __future__ import annotations
 
-import time
+import threading
+from typing import Any
 
 import click
 from flask import Flask, current_app
 from flask.cli import AppGroup
 
+from checkout.forever import run_forever
+from checkout.gateway.relay import INTERVAL_SECONDS as GATEWAY_INTERVAL_SECONDS
 from checkout.gateway.relay import deliverer, webhook_url
 from checkout.idempotency.engine import purge
+from checkout.mail.relay import INTERVAL_SECONDS as OUTBOX_INTERVAL_SECONDS
 from checkout.shop.reconcile import reconcile
 from checkout.shop.reconciliation_report import reconciliation_report
 from checkout.shop.runtime import gateway, idempotency_settings
 from checkout.shop.seed import seed
 from checkout.transactions import writing
+
+
+def _interval(default: float) -> dict[str, Any]:
+    """The ``--interval`` option of a relay's ``--forever``: seconds between rounds."""
+    return {
+        "type": click.FloatRange(min=0, min_open=True),
+        "default": default,
+        "show_default": True,
+        "help": "With --forever: seconds between two rounds.",
+    }
 
 
 def register_commands(app: Flask) -> None:
@@ -52,11 +66,12 @@ def register_commands(app: Flask) -> None:
     gateway_commands = AppGroup("gateway", help="The mock payment gateway's own jobs.")
 
     @gateway_commands.command("deliver")
-    @click.option("--forever", is_flag=True, help="Keep delivering, every second (a separate process).")
+    @click.option("--forever", is_flag=True, help="Keep delivering until Ctrl-C or SIGTERM (its own process).")
+    @click.option("--interval", **_interval(GATEWAY_INTERVAL_SECONDS))
     @click.option(
         "--url", default=None, help="Where to POST (default: CHECKOUT_WEBHOOK_URL, else CHECKOUT_SHOP_URL's webhook)."
     )
-    def deliver_command(forever: bool, url: str | None) -> None:
+    def deliver_command(forever: bool, interval: float, url: str | None) -> None:
         """Deliver the gateway's due events (webhooks) to the shop, at least once."""
         if (
             not url
@@ -69,13 +84,16 @@ def register_commands(app: Flask) -> None:
                 "/webhooks/gateway, for example https://shop.example/webhooks/gateway"
             )
         target = url or webhook_url(current_app)
-        while True:
+
+        def deliver_due(_stop: threading.Event | None = None) -> None:
             for delivery in deliverer(current_app).deliver_due(target):
                 kind = "again (duplicate)" if delivery.duplicate else "delivered" if delivery.delivered else "failed"
                 click.echo(f"{delivery.event_id} {delivery.type}: {kind} ({delivery.status})")
-            if not forever:
-                break
-            time.sleep(1)
+
+        if forever:
+            run_forever(deliver_due, interval=interval, doing=f"delivering to {target}", stopping="after this round")
+        else:
+            deliver_due()
 
     @gateway_commands.command("reconcile-report")
     def reconcile_report_command() -> None:
@@ -92,14 +110,15 @@ def register_commands(app: Flask) -> None:
     outbox = AppGroup("outbox", help="The email outbox: send what the shop wrote, at least once.")
 
     @outbox.command("relay")
-    @click.option("--forever", is_flag=True, help="Keep relaying every 2 s until Ctrl-C or SIGTERM (production).")
+    @click.option("--forever", is_flag=True, help="Keep relaying until Ctrl-C or SIGTERM (its own process).")
+    @click.option("--interval", **_interval(OUTBOX_INTERVAL_SECONDS))
     @click.option(
         "--crash-after-send", is_flag=True, help="Workshop: send ONE message, then die before marking it sent."
     )
-    def relay_command(forever: bool, crash_after_send: bool) -> None:
+    def relay_command(forever: bool, interval: float, crash_after_send: bool) -> None:
         """Send the unsent messages (one round): claim each, send it, and only then mark it sent."""
         from checkout.mail.commands import relay
 
-        relay(forever=forever, crash_after_send=crash_after_send)
+        relay(forever=forever, crash_after_send=crash_after_send, interval=interval)
 
     app.cli.add_command(outbox)

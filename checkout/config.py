@@ -1,10 +1,11 @@
 """Configuration read by the app factory: defaults, then the environment, then the caller's mapping.
 
-Every ``CHECKOUT_*`` setting is declared once in ``SETTINGS`` with its type and
-its meaning. Nothing is silently ignored: an unknown ``CHECKOUT_*`` variable
-(a typo), a value of the wrong type, an unknown ``CHECKOUT_ENV`` or a rule
-broken between two settings stops the app at start with a message that says
-what to change.
+Every ``CHECKOUT_*`` setting is a typed field of ``Settings`` (pydantic-settings, prefix ``CHECKOUT_``)
+with its default, its bounds and its meaning; the rules between settings are its validators.
+Nothing is silently ignored: an unknown ``CHECKOUT_*`` variable (a typo), a value of the wrong type,
+an unknown ``CHECKOUT_ENV`` or a broken rule stops the app at start with a message that names the
+variable and says what to change. ``from_environment`` takes the variables by name; ``finalize``
+validates them with the caller's values in one pass, so every rule sees the values the app will use.
 """
 
 from __future__ import annotations
@@ -12,24 +13,34 @@ from __future__ import annotations
 import difflib
 import os
 import secrets
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal, Self
 from urllib.parse import urlsplit
 
+import click
+from pydantic import AfterValidator, BeforeValidator, Field, ValidationError, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from werkzeug.sansio.utils import host_is_trusted
 
+PREFIX = "CHECKOUT_"
 ENVIRONMENTS = ("development", "production")
-
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
 
-def parse_bool(value: str | bool) -> bool:
+class ConfigurationError(ValueError, click.ClickException):
+    """A setting to fix. A ValueError to the code; to the ``flask`` command a ClickException, which it
+    prints as one line (``Error: ...``), not as a traceback."""
+
+    def __init__(self, message: str) -> None:
+        click.ClickException.__init__(self, message)
+
+
+def parse_bool(value: object) -> bool:
     if isinstance(value, bool):
         return value
-    lowered = value.strip().lower()
+    lowered = str(value).strip().lower()
     if lowered in _TRUE:
         return True
     if lowered in _FALSE:
@@ -37,202 +48,57 @@ def parse_bool(value: str | bool) -> bool:
     raise ValueError(f"not a boolean: {value!r} (use true/false/1/0)")
 
 
-def parse_environment(value: str) -> str:
+def _environment(value: object) -> str:
     """``Production``, ``PRODUCTION`` and `` production`` are production; anything unknown is refused."""
-    normalised = value.strip().lower()
+    normalised = str(value).strip().lower()
     if normalised not in ENVIRONMENTS:
         raise ValueError(f"not an environment: {value!r} (use {' or '.join(ENVIRONMENTS)})")
     return normalised
 
 
-def _positive(kind: Callable[[str], float]) -> Callable[[str], Any]:
-    def parse(value: str) -> Any:
-        number = kind(value.strip())
-        if number <= 0:
-            raise ValueError(f"must be more than zero, not {value!r}")
-        return number
-
-    return parse
-
-
-def _text(value: str) -> str:
-    return value.strip()
-
-
-def _rate(value: str) -> float:
-    rate = float(value.strip())
-    if not 0 <= rate <= 1:
-        raise ValueError(f"must be from 0 to 1, not {value!r}")
-    return rate
-
-
-def _relay(value: str) -> str:
-    mode = value.strip().lower()
-    if mode not in ("thread", "off"):
-        raise ValueError(f"must be thread or off, not {value!r}")
-    return mode
-
-
-def _http_url(value: str) -> str:
+def _http_url(url: str) -> str:
     """An http(s) address with a host: the shop sends requests there, so it is configured, never guessed."""
-    url = value.strip()
     parts = urlsplit(url)
     try:
         port = parts.port
     except ValueError:  # not a number, or out of range
         port = -1
     if parts.scheme not in ("http", "https") or not parts.hostname or port == -1 or parts.query or parts.fragment:
-        raise ValueError(f"must be an http:// or https:// URL with a host, not {value!r}")
+        raise ValueError(f"must be an http:// or https:// URL with a host, not {url!r}")
     return url
 
 
-def _base_url(value: str) -> str:
-    return _http_url(value).rstrip("/")
-
-
-def _optional_http_url(value: str) -> str:
-    return _http_url(value) if value.strip() else ""
-
-
-def _host_names(value: str) -> tuple[str, ...]:
-    """``shop.example, .shop.example``: names, not URLs (a leading dot allows every subdomain)."""
-    names = tuple(name.strip().lower() for name in value.split(",") if name.strip())
+def _host_names(value: object) -> tuple[str, ...]:
+    """``shop.example, .shop.example`` (or a list): names, not URLs (a leading dot allows every subdomain)."""
+    items = value.split(",") if isinstance(value, str) else value if isinstance(value, list | tuple) else [value]
+    names = tuple(str(name).strip().lower() for name in items if str(name).strip())
     for name in names:
         if "/" in name or ":" in name or any(character.isspace() for character in name):
             raise ValueError(f"{name!r} is not a host name: give names like shop.example, without scheme or port")
     return names
 
 
-def _server_name(value: str) -> str:
+def _server_name(name: str) -> str:
     """A short label (``app-1``): it names a server in the lab's timeline."""
-    name = value.strip()
     if len(name) > 64 or any(not character.isprintable() for character in name):
-        raise ValueError(f"must be at most 64 printable characters, not {value!r}")
+        raise ValueError(f"must be at most 64 printable characters, not {name!r}")
     return name
 
 
-@dataclass(frozen=True)
-class Setting:
-    default: Any
-    parse: Callable[[str], Any]
-    meaning: str
-
-
-SETTINGS: dict[str, Setting] = {
-    "CHECKOUT_ENV": Setting("development", parse_environment, "development or production"),
-    "CHECKOUT_INSTANCE_PATH": Setting("", _text, "where secrets, the SQLite file and the Maildir live"),
-    "CHECKOUT_FINGERPRINT_SECRET": Setting(
-        "", _text, "keys the request fingerprints (they cover card numbers); its own secret, not SECRET_KEY"
-    ),
-    "CHECKOUT_KEY_LIFETIME_SECONDS": Setting(24 * 3600, _positive(int), "how long a completed key is replayed"),
-    "CHECKOUT_LEASE_SECONDS": Setting(30.0, _positive(float), "how long a worker owns an operation in progress"),
-    "CHECKOUT_GATEWAY_TIMEOUT_SECONDS": Setting(25.0, _positive(float), "how long the shop waits for the gateway"),
-    "CHECKOUT_SLOW_CARD_SECONDS": Setting(3.0, _positive(float), "how long the slow test card takes"),
-    "CHECKOUT_VERY_SLOW_CARD_SECONDS": Setting(
-        20.0, _positive(float), "how long the very slow test card takes (time to kill a worker by hand)"
-    ),
-    "CHECKOUT_BROWSER_WAIT_SECONDS": Setting(
-        8.0, _positive(float), "how long a duplicate browser submit waits for the first"
-    ),
-    "CHECKOUT_WAITERS_PER_KEY": Setting(
-        2, _positive(int), "how many duplicates of one key may wait at once in one worker; the rest answer at once"
-    ),
-    "CHECKOUT_RATE_LIMIT": Setting(
-        "10000 per minute", _text, "requests per client (API token, else address); off turns limits off"
-    ),
-    "CHECKOUT_REDIS_URL": Setting(
-        "", _text, "Redis, for rate-limit counters shared by every worker, and the lab's Redis store of keys"
-    ),
-    "CHECKOUT_LAB": Setting(True, parse_bool, "the teaching pages; always off in production"),
-    "CHECKOUT_SHOP_URL": Setting(
-        "http://127.0.0.1:5000",
-        _base_url,
-        "this shop's own address, where its server-side requests go (the lab's forms, the default webhook URL)",
-    ),
-    "CHECKOUT_SERVER_NAME": Setting(
-        "",
-        _server_name,
-        "this app server's name in the lab's timeline (make proxy names its two app-1 and app-2); "
-        "empty: the lab names workers by host:pid only",
-    ),
-    "CHECKOUT_TRUSTED_HOSTS": Setting(
-        (),
-        _host_names,
-        "the host names this shop answers to, comma-separated (Flask's TRUSTED_HOSTS; another Host gets 400); "
-        "required in production, any host in development when empty",
-    ),
-    "CHECKOUT_WEBHOOK_URL": Setting(
-        "",
-        _optional_http_url,
-        "where the gateway delivers its events (default: CHECKOUT_SHOP_URL + /webhooks/gateway); "
-        "required in production while CHECKOUT_WEBHOOK_RELAY=thread",
-    ),
-    "CHECKOUT_WEBHOOK_SECRET": Setting("", _text, "signs the gateway's webhooks; generated once in development"),
-    "CHECKOUT_WEBHOOK_DUPLICATE_RATE": Setting(
-        0.2, _rate, "the share of events the gateway delivers twice on purpose (0 to 1)"
-    ),
-    "CHECKOUT_WEBHOOK_RELAY": Setting(
-        "thread", _relay, "thread: deliver events in the background; off: only flask gateway deliver does"
-    ),
-    "CHECKOUT_SMTP_URL": Setting("", _text, "smtp://host:port sends the outbox by SMTP; unset: into a Maildir"),
-    "CHECKOUT_OUTBOX_RELAY": Setting(
-        "thread", _relay, "thread: send the outbox in the background; off: only flask outbox relay does"
-    ),
-}
-
-FLASK_DEFAULTS: dict[str, Any] = {
-    # Bodies over 64 KiB get 413 (checked on chunked bodies too, see checkout.security).
-    "MAX_CONTENT_LENGTH": 64 * 1024,
-    "SQLALCHEMY_ENGINE_OPTIONS": {"pool_pre_ping": True, "hide_parameters": True},  # logged errors: no emails, ids
-    "WTF_CSRF_TIME_LIMIT": None,
-    "SESSION_COOKIE_SAMESITE": "Lax",
-    "SESSION_COOKIE_HTTPONLY": True,
-}
+Boolean = Annotated[bool, BeforeValidator(parse_bool)]  # true/false/1/0/yes/no/on/off, any case
+HttpUrl = Annotated[str, AfterValidator(_http_url)]
+OptionalHttpUrl = Annotated[str, AfterValidator(lambda url: _http_url(url) if url else "")]
+HostNames = Annotated[tuple[str, ...], NoDecode, BeforeValidator(_host_names)]  # NoDecode: a list, not JSON
+Seconds = Annotated[float, Field(gt=0)]
+Count = Annotated[int, Field(gt=0)]
 
 # Example values from documentation and tutorials: refused in production whatever their length.
-KNOWN_EXAMPLE_SECRETS = {
-    "change-me",
-    "changeme",
-    "change-this",
-    "secret",
-    "secret-key",
-    "secret_key",
-    "development",
-    "dev",
-    "test",
-    "test-secret-key",
-    "password",
-    "your-secret-key",
-    "replace-me",
-}
+KNOWN_EXAMPLE_SECRETS = frozenset(
+    "change-me changeme change-this secret secret-key secret_key development dev test test-secret-key password "  # noqa: SIM905 (a list literal: 15 lines)
+    "your-secret-key replace-me".split()
+)
 MIN_SECRET_LENGTH = 32
 MIN_DISTINCT_CHARACTERS = 10
-
-
-def defaults() -> dict[str, Any]:
-    return {**FLASK_DEFAULTS, **{name: setting.default for name, setting in SETTINGS.items()}}
-
-
-def from_environment(environ: Mapping[str, str]) -> dict[str, Any]:
-    """The settings the environment gives, typed; an unknown or malformed one is an error."""
-    config: dict[str, Any] = {}
-    for name, raw in environ.items():
-        if not name.startswith("CHECKOUT_"):
-            continue
-        setting = SETTINGS.get(name)
-        if setting is None:
-            close = difflib.get_close_matches(name, SETTINGS, n=1)
-            hint = f"; did you mean {close[0]}?" if close else f"; the settings are: {', '.join(sorted(SETTINGS))}"
-            raise ValueError(f"unknown setting {name}{hint}")
-        try:
-            config[name] = setting.parse(raw)
-        except ValueError as error:
-            raise ValueError(f"{name}={raw!r} is not valid: {error}") from None
-    if environ.get("DATABASE_URL"):
-        config["SQLALCHEMY_DATABASE_URI"] = environ["DATABASE_URL"]
-    if environ.get("SECRET_KEY"):
-        config["SECRET_KEY"] = environ["SECRET_KEY"]
-    return config
 
 
 def weakness(secret: str) -> str | None:
@@ -255,6 +121,159 @@ def _require_strong(name: str, secret: str) -> None:
             f"{name} is too weak for production: {reason}. Generate one with: "
             "python -c 'import secrets; print(secrets.token_hex(32))'"
         )
+
+
+class Settings(BaseSettings):
+    """Every ``CHECKOUT_*`` setting: ``CHECKOUT_`` + the field's name in capitals; under each, what it means.
+    Readable on its own from the process environment (``Settings()``); the app builds it in ``finalize``."""
+
+    model_config = SettingsConfigDict(env_prefix=PREFIX, str_strip_whitespace=True, use_attribute_docstrings=True)
+
+    env: Annotated[Literal["development", "production"], BeforeValidator(_environment)] = "development"
+    """development or production"""
+    instance_path: str = ""
+    """where secrets, the SQLite file and the Maildir live"""
+    fingerprint_secret: str = ""
+    """keys the request fingerprints (they cover card numbers); its own secret, not SECRET_KEY"""
+    key_lifetime_seconds: Count = 24 * 3600
+    """how long a completed key is replayed"""
+    lease_seconds: Seconds = 30.0
+    """how long a worker owns an operation in progress"""
+    gateway_timeout_seconds: Seconds = 25.0
+    """how long the shop waits for the gateway"""
+    slow_card_seconds: Seconds = 3.0
+    """how long the slow test card takes"""
+    very_slow_card_seconds: Seconds = 20.0
+    """how long the very slow test card takes (time to kill a worker by hand)"""
+    browser_wait_seconds: Seconds = 8.0
+    """how long a duplicate browser submit waits for the first"""
+    waiters_per_key: Count = 2
+    """how many duplicates of one key may wait at once in one worker; the rest answer at once"""
+    rate_limit: str = "10000 per minute"
+    """requests per client (API token, else address); off turns limits off"""
+    redis_url: str = ""
+    """Redis, for rate-limit counters shared by every worker, and the lab's Redis store of keys"""
+    lab: Boolean = True
+    """the teaching pages; always off in production"""
+    shop_url: Annotated[HttpUrl, AfterValidator(lambda url: url.rstrip("/"))] = "http://127.0.0.1:5000"
+    """this shop's own address, where its server-side requests go (the lab's forms, the default webhook URL)"""
+    server_name: Annotated[str, AfterValidator(_server_name)] = ""
+    """this app server's name in the lab's timeline (make proxy names its two app-1 and app-2); empty: the lab
+    names workers by host:pid only"""
+    trusted_hosts: HostNames = ()
+    """the host names this shop answers to, comma-separated (Flask's TRUSTED_HOSTS; another Host gets 400);
+    required in production, any host in development when empty"""
+    webhook_url: OptionalHttpUrl = ""
+    """where the gateway delivers its events (default: CHECKOUT_SHOP_URL + /webhooks/gateway); flask gateway
+    deliver needs it in production"""
+    webhook_secret: str = ""
+    """signs the gateway's webhooks; generated once in development"""
+    webhook_duplicate_rate: Annotated[float, Field(ge=0, le=1)] = 0.2
+    """the share of events the gateway delivers twice on purpose (0 to 1)"""
+    smtp_url: str = ""
+    """smtp://host:port sends the outbox by SMTP; unset: into a Maildir"""
+    outbox_relay: Boolean = True
+    """off: make run, make serve and make proxy start no outbox relay process (exercise 9 runs it by hand)"""
+    secret_key: str = Field("", validation_alias="SECRET_KEY", exclude=True)
+    """Flask's, not a CHECKOUT_* setting: here because production's rules compare the secrets"""
+
+    @model_validator(mode="after")
+    def _rules(self) -> Self:
+        """What cannot work, or is unsafe, refused at start: each rule names the settings to change."""
+        production = self.env == "production"
+        if production:
+            _require_strong("SECRET_KEY", self.secret_key)
+            _require_strong("CHECKOUT_FINGERPRINT_SECRET", self.fingerprint_secret)
+            _require_strong("CHECKOUT_WEBHOOK_SECRET", self.webhook_secret)
+            if self.fingerprint_secret == self.secret_key:
+                raise ValueError("CHECKOUT_FINGERPRINT_SECRET must differ from SECRET_KEY")
+        # The shop's requests to itself carry these URLs' hosts: refused by the list, they would all get 400.
+        own = {"CHECKOUT_WEBHOOK_URL": self.webhook_url}
+        if not production:  # the lab's forms, and the default webhook URL
+            own["CHECKOUT_SHOP_URL"] = self.shop_url
+        for name, url in own.items():
+            host = urlsplit(url).hostname
+            if self.trusted_hosts and host and not host_is_trusted(host, list(self.trusted_hosts)):
+                raise ValueError(
+                    f"{name}'s host {host} is not in CHECKOUT_TRUSTED_HOSTS: the shop would answer its own "
+                    f"requests there with 400; add {host} to CHECKOUT_TRUSTED_HOSTS"
+                )
+        if production and not self.trusted_hosts:
+            raise ValueError(
+                "CHECKOUT_ENV=production needs CHECKOUT_TRUSTED_HOSTS: the host names this shop answers to, "
+                "comma-separated (for example shop.example,www.shop.example); any other Host header gets 400"
+            )
+        # A lease must outlive the longest gateway call, or reconcile could take over a payment whose
+        # worker is still inside the call (the gateway key is fenced anyway; this keeps it rare).
+        longest_call = self.gateway_timeout_seconds + self.slow_card_seconds
+        if self.lease_seconds <= longest_call:
+            raise ValueError(
+                f"CHECKOUT_LEASE_SECONDS={self.lease_seconds:g} must be longer than "
+                f"CHECKOUT_GATEWAY_TIMEOUT_SECONDS + CHECKOUT_SLOW_CARD_SECONDS ({longest_call:g})"
+            )
+        return self
+
+
+# Each field's variable, and what it means (the README documents every one).
+NAMES = {field: PREFIX + field.upper() for field in Settings.model_fields if field != "secret_key"}
+SETTINGS: dict[str, str | None] = {name: Settings.model_fields[field].description for field, name in NAMES.items()}
+
+# Settings that are gone, and what to do instead: refused with this, not with a guess at a similar name.
+RETIRED: dict[str, str] = {
+    "CHECKOUT_WEBHOOK_RELAY": (
+        "no web worker delivers webhooks any more: the relay is its own process, "
+        "flask --app checkout gateway deliver --forever (make run and make serve start it, see Procfile); "
+        "remove the variable"
+    ),
+}
+
+FLASK_DEFAULTS: dict[str, Any] = {
+    # Bodies over 64 KiB get 413 (checked on chunked bodies too, see checkout.security).
+    "MAX_CONTENT_LENGTH": 64 * 1024,
+    "SQLALCHEMY_ENGINE_OPTIONS": {"pool_pre_ping": True, "hide_parameters": True},  # logged errors: no emails, ids
+    "WTF_CSRF_TIME_LIMIT": None,
+    "SESSION_COOKIE_SAMESITE": "Lax",
+    "SESSION_COOKIE_HTTPONLY": True,
+}
+
+
+def defaults() -> dict[str, Any]:
+    return {**FLASK_DEFAULTS, **{name: Settings.model_fields[field].default for field, name in NAMES.items()}}
+
+
+def from_environment(environ: Mapping[str, str]) -> dict[str, Any]:
+    """The settings the environment gives (``finalize`` types them); an unknown name is an error at once."""
+    config: dict[str, Any] = {}
+    for name, raw in environ.items():
+        if not name.startswith(PREFIX):
+            continue
+        if name in RETIRED:
+            raise ConfigurationError(f"{name} is no longer a setting: {RETIRED[name]}")
+        if name not in SETTINGS:
+            close = difflib.get_close_matches(name, SETTINGS, n=1)
+            hint = f"; did you mean {close[0]}?" if close else f"; the settings are: {', '.join(sorted(SETTINGS))}"
+            raise ConfigurationError(f"unknown setting {name}{hint}")
+        config[name] = raw.strip()
+    if environ.get("DATABASE_URL"):
+        config["SQLALCHEMY_DATABASE_URI"] = environ["DATABASE_URL"]
+    if environ.get("SECRET_KEY"):
+        config["SECRET_KEY"] = environ["SECRET_KEY"]
+    return config
+
+
+def _validated(values: Mapping[str, Any]) -> Settings:
+    """``Settings`` from these values, or one line per problem (never pydantic's own report)."""
+    try:
+        return Settings.model_validate(values)
+    except ValidationError as invalid:
+        problems = []
+        for error in invalid.errors(include_url=False):
+            message = str(error["msg"]).removeprefix("Value error, ")
+            if error["loc"]:  # one setting's value
+                field = str(error["loc"][0])
+                message = f"{NAMES.get(field, field)}={error['input']!r} is not valid: {message}"
+            problems.append(message)  # else a rule between settings, which names them itself
+        raise ConfigurationError("\n".join(problems)) from None
 
 
 def instance_secret(instance_path: str, name: str) -> str:
@@ -292,80 +311,22 @@ def _sqlite_file(uri: str) -> Path | None:
     return Path(uri[len(prefix) :].split("?", 1)[0])
 
 
-def _parsed(config: dict[str, Any], name: str) -> Any:
-    """A setting the caller's mapping gave as text is checked as the environment's would be."""
-    value = config[name]
-    if not isinstance(value, str):
-        return value
-    try:
-        return SETTINGS[name].parse(value)
-    except ValueError as error:
-        raise ValueError(f"{name}={value!r} is not valid: {error}") from None
-
-
-def _addresses(config: dict[str, Any], production: bool) -> None:
-    """Where the shop's own requests go, and which Host headers it answers: configured, never learned."""
-    config["CHECKOUT_SHOP_URL"] = _parsed(config, "CHECKOUT_SHOP_URL")
-    config["CHECKOUT_WEBHOOK_URL"] = _parsed(config, "CHECKOUT_WEBHOOK_URL")
-    if not isinstance(config["CHECKOUT_TRUSTED_HOSTS"], str):  # a list from the caller's mapping
-        config["CHECKOUT_TRUSTED_HOSTS"] = ",".join(config["CHECKOUT_TRUSTED_HOSTS"])
-    hosts = config["CHECKOUT_TRUSTED_HOSTS"] = _parsed(config, "CHECKOUT_TRUSTED_HOSTS")
-    if hosts:
-        config["TRUSTED_HOSTS"] = list(hosts)
-        # The shop's requests to itself carry these URLs' hosts: refused by the list, they would all get 400.
-        own = {"CHECKOUT_WEBHOOK_URL": config["CHECKOUT_WEBHOOK_URL"]}
-        if not production:  # the lab's forms, and the default webhook URL
-            own["CHECKOUT_SHOP_URL"] = config["CHECKOUT_SHOP_URL"]
-        for name, url in own.items():
-            host = urlsplit(url).hostname
-            if host and not host_is_trusted(host, hosts):
-                raise ValueError(
-                    f"{name}'s host {host} is not in CHECKOUT_TRUSTED_HOSTS: the shop would answer its own "
-                    f"requests there with 400; add {host} to CHECKOUT_TRUSTED_HOSTS"
-                )
-    if not production:
-        return
-    if not hosts:
-        raise ValueError(
-            "CHECKOUT_ENV=production needs CHECKOUT_TRUSTED_HOSTS: the host names this shop answers to, "
-            "comma-separated (for example shop.example,www.shop.example); any other Host header gets 400"
-        )
-    if config["CHECKOUT_WEBHOOK_RELAY"] == "thread" and not config["CHECKOUT_WEBHOOK_URL"]:
-        raise ValueError(
-            "CHECKOUT_ENV=production with CHECKOUT_WEBHOOK_RELAY=thread needs CHECKOUT_WEBHOOK_URL: the full "
-            "address of this shop's /webhooks/gateway, where the relay posts the signed events "
-            "(for example https://shop.example/webhooks/gateway)"
-        )
-
-
 def finalize(config: dict[str, Any], instance_path: str) -> None:
-    """Apply the rules that depend on several settings at once; refuse what cannot work."""
-    production = config["CHECKOUT_ENV"] == "production"
-    if production:
+    """Type every setting and apply the rules between them (refusing what cannot work), then what follows."""
+    values = {field: config[name] for field, name in NAMES.items() if name in config}
+    settings = _validated({**values, "SECRET_KEY": str(config.get("SECRET_KEY") or "")})
+    config.update({NAMES[field]: value for field, value in settings.model_dump().items()})
+    if settings.env == "production":
         config["CHECKOUT_LAB"] = False
         config["SESSION_COOKIE_SECURE"] = True
-        _require_strong("SECRET_KEY", str(config.get("SECRET_KEY") or ""))
-        _require_strong("CHECKOUT_FINGERPRINT_SECRET", config["CHECKOUT_FINGERPRINT_SECRET"])
-        _require_strong("CHECKOUT_WEBHOOK_SECRET", config["CHECKOUT_WEBHOOK_SECRET"])
-        if config["CHECKOUT_FINGERPRINT_SECRET"] == config["SECRET_KEY"]:
-            raise ValueError("CHECKOUT_FINGERPRINT_SECRET must differ from SECRET_KEY")
-    else:
+    else:  # generated once into the instance folder, so every worker and restart shares them
         if not config.get("SECRET_KEY"):
             config["SECRET_KEY"] = instance_secret(instance_path, "secret_key")
-        if not config["CHECKOUT_FINGERPRINT_SECRET"]:
-            config["CHECKOUT_FINGERPRINT_SECRET"] = instance_secret(instance_path, "fingerprint_secret")
-        if not config["CHECKOUT_WEBHOOK_SECRET"]:
-            config["CHECKOUT_WEBHOOK_SECRET"] = instance_secret(instance_path, "webhook_secret")
-    _addresses(config, production)
-
-    # A lease must outlive the longest gateway call, or reconcile could take over a payment whose
-    # worker is still inside the call (the gateway key is fenced anyway; this keeps it rare).
-    longest_call = float(config["CHECKOUT_GATEWAY_TIMEOUT_SECONDS"]) + float(config["CHECKOUT_SLOW_CARD_SECONDS"])
-    if float(config["CHECKOUT_LEASE_SECONDS"]) <= longest_call:
-        raise ValueError(
-            f"CHECKOUT_LEASE_SECONDS={config['CHECKOUT_LEASE_SECONDS']} must be longer than "
-            f"CHECKOUT_GATEWAY_TIMEOUT_SECONDS + CHECKOUT_SLOW_CARD_SECONDS ({longest_call:g})"
-        )
+        for name in ("CHECKOUT_FINGERPRINT_SECRET", "CHECKOUT_WEBHOOK_SECRET"):
+            if not config[name]:
+                config[name] = instance_secret(instance_path, name.removeprefix(PREFIX).lower())
+    if settings.trusted_hosts:
+        config["TRUSTED_HOSTS"] = list(settings.trusted_hosts)
 
     if not config.get("SQLALCHEMY_DATABASE_URI"):
         config["SQLALCHEMY_DATABASE_URI"] = "sqlite:///" + str(Path(instance_path) / "checkout.sqlite3")

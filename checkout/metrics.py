@@ -89,7 +89,7 @@ def webhook_received(type_: str, result: str) -> None:
 
 class EmailsSent(Collector):
     """Emails sent, counted where they are marked sent: in the outbox table. Whichever process sent
-    them (a web worker's relay thread, or ``flask outbox relay --forever``, which nobody scrapes) and
+    them (``flask outbox relay --forever``, a process nobody scrapes, or a one-shot run) and
     across restarts, the count is the database's. (A resend after a crash is one message, counted once.)"""
 
     def describe(self) -> Iterable[Metric]:

@@ -60,8 +60,6 @@ def main() -> int:
             "DATABASE_URL": os.environ.get("DATABASE_URL") or f"sqlite:///{folder}/fuzz.sqlite3",
             "CHECKOUT_SLOW_CARD_SECONDS": "0.2",  # a generated body may carry any test card
             "CHECKOUT_VERY_SLOW_CARD_SECONDS": "0.5",
-            "CHECKOUT_WEBHOOK_RELAY": "off",
-            "CHECKOUT_OUTBOX_RELAY": "off",
         }
         flask = [str(BIN / "flask"), "--app", "checkout"]
         subprocess.run([*flask, "db", "upgrade"], env=env, cwd=ROOT, check=True, capture_output=True)

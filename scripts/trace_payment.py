@@ -35,8 +35,6 @@ def main() -> None:
             "SQLALCHEMY_DATABASE_URI": f"sqlite:///{folder}/trace.sqlite3",
             "SECRET_KEY": "trace",
             "CHECKOUT_FINGERPRINT_SECRET": "trace",
-            "CHECKOUT_WEBHOOK_RELAY": "off",
-            "CHECKOUT_OUTBOX_RELAY": "off",
         },
         instance_path=folder,
     )

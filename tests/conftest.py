@@ -20,11 +20,10 @@ from werkzeug.serving import make_server
 
 from checkout import create_app
 from checkout.extensions import db
-from checkout.gateway.relay import stop_webhook_relay
-from checkout.mail.relay import stop_outbox_relay
 from checkout.shop.seed import seed
 from checkout.transactions import writing
 from tests.helpers import Ledger
+from tests.relays import OUTBOX, WEBHOOKS, RelayProcess, relay_forever
 
 POSTGRES_URL = os.environ.get("TEST_DATABASE_URL", "")
 
@@ -39,10 +38,6 @@ def _instance_folder(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """Secrets and files of every app a test makes (gunicorn servers included) go to the test's own folder,
     never into the developer's instance/."""
     monkeypatch.setenv("CHECKOUT_INSTANCE_PATH", str(tmp_path / "instance"))
-    # No background relay in any app a test makes, unless the test turns one on: a thread left
-    # behind would keep polling a database the test has already dropped.
-    monkeypatch.setenv("CHECKOUT_WEBHOOK_RELAY", "off")
-    monkeypatch.setenv("CHECKOUT_OUTBOX_RELAY", "off")
 
 
 @pytest.fixture
@@ -71,9 +66,6 @@ def make_app(database_url: str, instance_path: str, **overrides: Any) -> Flask:
         "SQLALCHEMY_DATABASE_URI": database_url,
         "CHECKOUT_SLOW_CARD_SECONDS": 1.5,
         "CHECKOUT_BROWSER_WAIT_SECONDS": 8.0,
-        # Tests deliver webhooks and send mail themselves, when they mean to.
-        "CHECKOUT_WEBHOOK_RELAY": "off",
-        "CHECKOUT_OUTBOX_RELAY": "off",
         "CHECKOUT_WEBHOOK_SECRET": "test-webhook-secret",
         **overrides,
     }
@@ -96,8 +88,6 @@ def app_overrides() -> dict[str, Any]:
 def app(database_url: str, tmp_path: Any, app_overrides: dict[str, Any]) -> Iterator[Flask]:
     app = make_app(database_url, str(tmp_path / "instance"), **app_overrides)
     yield app
-    stop_webhook_relay(app)
-    stop_outbox_relay(app)
     with app.app_context():
         db.session.remove()
         db.engine.dispose()
@@ -186,6 +176,16 @@ def live_server(app: Flask) -> Iterator[LiveServer]:
     yield server_info
     server.shutdown()
     thread.join(timeout=10)
+
+
+@pytest.fixture
+def relays(app: Flask, live_server: LiveServer, database_url: str) -> Iterator[tuple[RelayProcess, RelayProcess]]:
+    """Both relays as their own processes, as ``make run`` starts them, working for the live server: for a
+    test that waits for an email or a webhook as a user of the shop would. Web workers relay nothing (no
+    thread); without this fixture nothing sends mail or webhooks unless the test does it itself."""
+    with relay_forever(app, database_url, OUTBOX) as outbox, relay_forever(app, database_url, WEBHOOKS) as webhooks:
+        yield outbox, webhooks
+        assert (outbox.stop(), webhooks.stop()) == (0, 0), (outbox.output(), webhooks.output())
 
 
 # --- the browser tests against any running shop: pytest tests/browser --base-url URL ----------

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -169,3 +172,61 @@ def test_a_setting_that_is_not_a_valid_value_is_refused_with_its_name(
     monkeypatch.setenv(name, value)
     with pytest.raises(ValueError, match=name):
         create_app({"SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path}/x.db", "SECRET_KEY": STRONG})
+
+
+def test_a_setting_that_is_gone_is_refused_saying_what_replaced_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    monkeypatch.setenv("CHECKOUT_WEBHOOK_RELAY", "off")  # the relay is a process now, never a thread
+    with pytest.raises(ValueError, match=r"CHECKOUT_WEBHOOK_RELAY is no longer a setting: .*gateway deliver --forever"):
+        create_app({"SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path}/x.db", "SECRET_KEY": STRONG})
+
+
+def test_checkout_outbox_relay_off_is_accepted_as_exercise_9_starts_the_shop(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    monkeypatch.setenv("CHECKOUT_OUTBOX_RELAY", "off")  # make run then starts no outbox relay process
+    app = create_app({"SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path}/x.db", "SECRET_KEY": STRONG})
+    assert app.config["CHECKOUT_OUTBOX_RELAY"] is False
+
+
+def test_the_flask_command_says_what_to_fix_in_one_line_per_setting_not_a_traceback(tmp_path: Any) -> None:
+    env = {
+        **{name: value for name, value in os.environ.items() if not name.startswith("CHECKOUT_")},
+        "CHECKOUT_INSTANCE_PATH": str(tmp_path / "instance"),
+        "CHECKOUT_LEASE_SECONDS": "soon",
+        "CHECKOUT_WEBHOOK_DUPLICATE_RATE": "2",
+    }
+    seeded = subprocess.run(
+        [sys.executable, "-m", "flask", "--app", "checkout", "seed"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert seeded.returncode != 0
+    assert "Traceback" not in seeded.stderr and "pydantic" not in seeded.stderr, seeded.stderr
+    lines = seeded.stderr.strip().splitlines()
+    assert lines[0].startswith("Error: CHECKOUT_LEASE_SECONDS='soon' is not valid:"), seeded.stderr
+    assert lines[1].startswith("CHECKOUT_WEBHOOK_DUPLICATE_RATE='2' is not valid:"), seeded.stderr
+
+
+def test_the_callers_values_are_typed_and_checked_like_the_environments(tmp_path: Any) -> None:
+    database = {"SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path}/x.db", "SECRET_KEY": STRONG}
+    app = create_app({**database, "CHECKOUT_SLOW_CARD_SECONDS": "4", "CHECKOUT_LAB": "off"})
+    assert app.config["CHECKOUT_SLOW_CARD_SECONDS"] == 4.0 and app.config["CHECKOUT_LAB"] is False
+    with pytest.raises(ValueError, match=r"CHECKOUT_WAITERS_PER_KEY=0 is not valid"):
+        create_app({**database, "CHECKOUT_WAITERS_PER_KEY": 0})
+
+
+def test_the_settings_read_the_environment_on_their_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    from checkout.config import Settings
+
+    monkeypatch.setenv("CHECKOUT_LEASE_SECONDS", "45")
+    monkeypatch.setenv("CHECKOUT_TRUSTED_HOSTS", "Shop.example, .shop.example")  # a list by commas, not JSON
+    monkeypatch.setenv("CHECKOUT_SHOP_URL", "https://shop.example/")  # the rules hold here too
+    settings = Settings()
+    assert settings.lease_seconds == 45.0
+    assert settings.trusted_hosts == ("shop.example", ".shop.example")
+    assert settings.shop_url == "https://shop.example"

@@ -22,7 +22,7 @@ from checkout.database import utcnow
 from checkout.extensions import db
 from checkout.mail import relay
 from checkout.mail.models import OutboxMessage
-from checkout.mail.relay import RELAY_THREAD, Outgoing, Round, message_id, relay_once, stop_outbox_relay
+from checkout.mail.relay import Outgoing, Round, message_id, relay_once
 from tests.helpers import Ledger, race, wait_for
 from tests.mailing import (
     REFUSED_RECIPIENT,
@@ -40,7 +40,7 @@ CONFIRMATION_ID = "<outbox.order_confirmation.ord_test1@checkout.invalid>"
 
 
 def relay_in(app: Flask, **options: Any) -> Round:
-    """One round of the relay, as the command or the background thread runs it: in its own app context."""
+    """One round of the relay, as the command runs it: in its own app context."""
     with app.app_context():
         try:
             return relay_once(**options)
@@ -281,31 +281,7 @@ def test_two_relays_at_once_send_each_message_once(app: Flask, ledger: Ledger, m
     assert all(m.sent_at is not None and m.attempts == 1 for m in ledger.rows(OutboxMessage))
 
 
-# --- the background thread -------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("app_overrides", [{"CHECKOUT_OUTBOX_RELAY": "thread"}])
-def test_the_background_relay_starts_at_the_first_request_once_per_process(
-    app: Flask, client: FlaskClient, ledger: Ledger
-) -> None:
-    others = {t for t in threading.enumerate() if t.name == RELAY_THREAD}  # another test's app may run one
-
-    def relay_threads() -> list[threading.Thread]:
-        return [t for t in threading.enumerate() if t.name == RELAY_THREAD and t not in others]
-
-    assert relay_threads() == []  # not at import, not at create_app: at the first request
-    enqueue_message(app)
-    try:
-        client.get("/")
-        client.get("/cart")
-        assert len(relay_threads()) == 1
-        wait_for(lambda: ledger.rows(OutboxMessage, OutboxMessage.sent_at.is_not(None)))
-        assert maildir_message_ids(app) == [CONFIRMATION_ID]
-    finally:
-        stop_outbox_relay(app)
-        for thread in relay_threads():
-            thread.join(timeout=10)
-    assert relay_threads() == []
+# --- the relay's settings ------------------------------------------------------------------------
 
 
 def test_a_malformed_smtp_url_stops_the_app_at_start(database_url: str, tmp_path: Path) -> None:

@@ -34,6 +34,7 @@ from tests.helpers import (
     post_order,
     wait_for,
 )
+from tests.relays import RelayProcess
 
 STRONG = "3f9c1e7a0b5d4c2e8f6a1b3c5d7e9f0a2b4c6d8e0f1a3b5c"
 
@@ -89,11 +90,16 @@ def order_status(ledger: Ledger) -> str:
 # --- the webhook relay ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("app_overrides", [{"CHECKOUT_WEBHOOK_RELAY": "thread"}])
 def test_a_forged_host_on_the_first_request_never_changes_where_the_relay_delivers(
-    app: Flask, client: FlaskClient, live_server: LiveServer, attacker: Catcher, ledger: Ledger
+    app: Flask,
+    client: FlaskClient,
+    live_server: LiveServer,
+    attacker: Catcher,
+    ledger: Ledger,
+    relays: tuple[RelayProcess, RelayProcess],
 ) -> None:
-    # The worker's very first request (which starts the relay) names the attacker's host.
+    # The worker's very first request names the attacker's host; the relay is a process of its own, which
+    # never sees a request at all, and delivers where the configuration says.
     assert client.get("/api/products", base_url=attacker.url).status_code == 200
     assert post_order(client, str(uuid.uuid4()), order_body(card=ANSWER_LOST_CARD)).status_code == 503
     wait_for(lambda: live_server.post_count(PATH) or attacker.requests())
@@ -178,12 +184,15 @@ def production_environment(monkeypatch: pytest.MonkeyPatch, **settings: str) -> 
         monkeypatch.setenv(name, value)
 
 
-def test_production_refuses_to_start_with_the_relay_on_and_no_checkout_webhook_url(
+def test_the_production_relay_refuses_to_start_without_checkout_webhook_url(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Any
 ) -> None:
-    production_environment(monkeypatch, CHECKOUT_WEBHOOK_RELAY="thread", CHECKOUT_TRUSTED_HOSTS="shop.example")
-    with pytest.raises(ValueError, match="CHECKOUT_WEBHOOK_URL"):
-        create_app({"SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path}/p.db"})
+    # The web process starts (it delivers nothing); the relay process, where deliveries happen, refuses.
+    production_environment(monkeypatch, CHECKOUT_TRUSTED_HOSTS="shop.example")
+    app = create_app({"SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path}/p.db"})
+    result = app.test_cli_runner().invoke(args=["gateway", "deliver", "--forever"])
+    assert result.exit_code != 0
+    assert "CHECKOUT_ENV=production needs CHECKOUT_WEBHOOK_URL" in result.output
 
 
 def test_production_refuses_to_start_without_checkout_trusted_hosts(
@@ -199,7 +208,6 @@ def test_production_starts_with_the_webhook_url_and_the_trusted_hosts(
 ) -> None:
     production_environment(
         monkeypatch,
-        CHECKOUT_WEBHOOK_RELAY="thread",
         CHECKOUT_WEBHOOK_URL="https://shop.example/webhooks/gateway",
         CHECKOUT_TRUSTED_HOSTS=" shop.example, .shop.example ",
     )
@@ -224,7 +232,7 @@ def test_trusted_hosts_that_leave_out_the_shops_own_addresses_are_refused_at_sta
 def test_gateway_deliver_in_production_without_a_webhook_url_says_which_setting_is_missing(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Any
 ) -> None:
-    production_environment(monkeypatch, CHECKOUT_TRUSTED_HOSTS="shop.example")  # the web process: relay off
+    production_environment(monkeypatch, CHECKOUT_TRUSTED_HOSTS="shop.example")  # the web process starts
     app = create_app({"SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path}/p.db"})
     result = app.test_cli_runner().invoke(args=["gateway", "deliver"])
     assert result.exit_code != 0

@@ -10,6 +10,9 @@ database and the instance folder's secrets. Its configuration is
 other server (``proxy_next_upstream error timeout non_idempotent``). Exercise 14 pays
 through it. nginx runs as an ordinary process from ``instance/proxy/`` (its pid, logs and
 temporary files are all there); the system's nginx service, if any, is not touched.
+Beside the servers run the two relays, one of each for the shared database, as the
+Procfile has them (``CHECKOUT_OUTBOX_RELAY=off``: no outbox relay); the webhooks go
+through nginx too. Ctrl-C stops them all.
 
 The tests start the same configuration in front of their own servers (``nginx()`` below).
 """
@@ -34,10 +37,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from checkout.config import parse_bool
+
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "deploy" / "nginx" / "checkout.conf.template"
 SERVER_NAMES = ("app-1", "app-2")
 READ_TIMEOUT = "1s"  # shorter than the slow card (CHECKOUT_SLOW_CARD_SECONDS, 3 s): the workshop sees the resend
+# The Procfile's relays: one of each is enough for the one database both servers share (they claim before they send).
+RELAYS = (("outbox", ("outbox", "relay", "--forever")), ("webhooks", ("gateway", "deliver", "--forever")))
 HOW_TO_GET_NGINX = """\
 make proxy needs nginx, and there is none on this machine (looked in PATH, /usr/sbin, /usr/local/sbin).
   Debian or Ubuntu:  sudo apt-get install nginx
@@ -254,7 +261,7 @@ def _echo(name: str, stream: IO[bytes], lock: threading.Lock) -> None:
     """Every line a process writes, after its name: which server said what."""
     for raw in iter(stream.readline, b""):
         with lock:
-            sys.stdout.write(f"{name:>5} | {raw.decode(errors='replace')}")
+            sys.stdout.write(f"{name:>8} | {raw.decode(errors='replace')}")
             sys.stdout.flush()
 
 
@@ -290,10 +297,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if taken:
         print(f"make proxy needs {', '.join(taken)}: stop what serves there, or pick another PORT.", file=sys.stderr)
         return 1
+    try:
+        relays = [relay for relay in RELAYS if relay[0] != "outbox" or _outbox_relay_on()]
+    except ValueError as problem:
+        print(f"CHECKOUT_OUTBOX_RELAY is not valid: {problem}", file=sys.stderr)
+        return 1
     shop_url = os.environ.get("CHECKOUT_SHOP_URL") or f"http://{args.listen}"
     prefix = _instance_folder() / "proxy"
     lock = threading.Lock()
     servers: list[tuple[str, str, subprocess.Popen[bytes]]] = []
+    relaying: list[tuple[str, subprocess.Popen[bytes]]] = []
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     try:
@@ -309,6 +322,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name, address, process in servers:
             url = f"http://{address}"
             _wait(functools.partial(_serving, url), process, f"{name} on {address}", timeout=60)
+        # PYTHONUNBUFFERED: each line as it is written, not a pipe's buffer later.
+        relay_env = {**os.environ, "CHECKOUT_SHOP_URL": shop_url, "PYTHONUNBUFFERED": "1"}
+        for name, arguments in relays:
+            command = [sys.executable, "-m", "flask", "--app", "checkout", *arguments]
+            relaying.append((name, _start(name, command, relay_env, lock)))
         reader, writer = os.pipe()
         with nginx(
             prefix,
@@ -325,15 +343,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(
                     f"\nThe shop, behind nginx: {proxy.url}  (the lab: {proxy.url}/lab)\n"
                     + "".join(f"  {name}: http://{address}\n" for name, address, _ in servers)
+                    + f"  relays: {', '.join(name for name, _ in relaying) or 'none'} (their own processes)\n"
                     + f"nginx waits {args.read_timeout} for an answer, then sends the request to the other server "
                     "(a keyed POST too); each line of nginx's log names the servers a request went to.\n"
-                    "Ctrl-C stops all three.\n",
+                    "Ctrl-C stops them all.\n",
                     flush=True,
                 )
-            watched = [proxy.process, *(process for _, _, process in servers)]
+            watched = [proxy.process, *(process for _, _, process in servers), *(process for _, process in relaying)]
             while not stopping.wait(0.5):
                 if any(process.poll() is not None for process in watched):
-                    print("A server or nginx stopped; stopping the others.", file=sys.stderr)
+                    print("A server, a relay or nginx stopped; stopping the others.", file=sys.stderr)
                     return 1
     except KeyboardInterrupt:
         pass
@@ -341,9 +360,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(problem, file=sys.stderr)
         return 1
     finally:
-        for _, _, process in servers:
+        for process in [*(process for _, process in relaying), *(process for _, _, process in servers)]:
             stop(process)
     return 0
+
+
+def _outbox_relay_on() -> bool:
+    """CHECKOUT_OUTBOX_RELAY, read as the app reads it (off for exercise 9, which relays by hand)."""
+    return parse_bool(os.environ.get("CHECKOUT_OUTBOX_RELAY", "true"))
 
 
 if __name__ == "__main__":

@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import signal
-import threading
-from types import FrameType
-
 import click
 
 from checkout.database import utcnow
-from checkout.extensions import db
+from checkout.forever import run_forever
 from checkout.mail.relay import INTERVAL_SECONDS, Round, backlog, die_before_marking, relay_once
 
 
-def relay(*, forever: bool, crash_after_send: bool) -> None:
+def relay(*, forever: bool, crash_after_send: bool, interval: float = INTERVAL_SECONDS) -> None:
     if forever and crash_after_send:
         raise click.UsageError("--crash-after-send sends one message and dies: it cannot run --forever")
     if crash_after_send:
@@ -23,36 +19,14 @@ def relay(*, forever: bool, crash_after_send: bool) -> None:
     if not forever:
         _report(relay_once(), quiet=False)
         return
-    _relay_until_stopped()
-
-
-def _relay_until_stopped() -> None:
-    """Round after round, every ~2 s, until Ctrl-C or SIGTERM; a round in progress finishes first.
-
-    A stop request ends the round between two messages, never between a send
-    and its mark: stopping cleanly sends no duplicate.
-    """
-    stop = threading.Event()
-
-    def _ask_to_stop(signum: int, _frame: FrameType | None) -> None:
-        click.echo(f"{signal.Signals(signum).name}: stopping after this message", err=True)
-        stop.set()
-
-    previous = {number: signal.signal(number, _ask_to_stop) for number in (signal.SIGINT, signal.SIGTERM)}
-    click.echo(f"relaying the outbox every {INTERVAL_SECONDS:g} s; Ctrl-C stops")
-    try:
-        while not stop.is_set():
-            try:
-                _report(relay_once(stop=stop), quiet=True)
-            except Exception as error:  # the database may be restarting: try again next round
-                click.echo(f"this round failed ({type(error).__name__}: {error}); trying again", err=True)
-            finally:
-                db.session.remove()
-            stop.wait(INTERVAL_SECONDS)
-    finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
-    click.echo("stopped")
+    # A stop request ends a round between two messages, never between a send and its mark: stopping
+    # cleanly sends no duplicate.
+    run_forever(
+        lambda stop: _report(relay_once(stop=stop), quiet=True),
+        interval=interval,
+        doing="relaying the outbox",
+        stopping="after this message",
+    )
 
 
 def _report(done: Round, *, quiet: bool) -> None:

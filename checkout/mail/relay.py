@@ -13,8 +13,8 @@ One round, ``relay_once``:
 2. for each, claim it in one small unit of work: a conditional UPDATE that sets
    a short lease (``claimed_until``) and counts the attempt, and matches only
    while the message is unsent and unclaimed. Of two relays that read the same
-   batch (a thread in every gunicorn worker, a second ``--forever`` process),
-   one claims each message and the other skips it;
+   batch (two ``--forever`` processes, or one and a one-shot command), one
+   claims each message and the other skips it;
 3. build the email from the row and send it, with no transaction open;
 4. only THEN mark it sent, in its own unit of work:
    ``UPDATE outbox_messages SET sent_at = :now WHERE id = :id AND sent_at IS NULL``.
@@ -69,10 +69,9 @@ from email.message import EmailMessage
 from email.utils import format_datetime
 
 import sqlalchemy as sa
-from flask import Flask, current_app
+from flask import current_app
 
 from checkout.database import table_of, utcnow
-from checkout.extensions import db
 from checkout.mail.models import OutboxMessage
 from checkout.mail.transports import MessageRefused, Transport, transport_for
 from checkout.transactions import assert_idle, reading, writing
@@ -82,12 +81,10 @@ log = logging.getLogger(__name__)
 BATCH = 20  # messages read per round: a round stays short, and a stop request is heard soon
 CLAIM_SECONDS = 20.0  # a relay's lease on a message it is sending (longer than one send)
 MAX_BACKOFF_SECONDS = 300.0
-INTERVAL_SECONDS = 2.0  # between rounds, in the background thread and with --forever
+INTERVAL_SECONDS = 2.0  # between rounds of --forever (its --interval)
 SHOP_ADDRESS = "Checkout shop <shop@checkout.invalid>"
 MESSAGE_ID_DOMAIN = "checkout.invalid"
 ERROR_LENGTH = 300  # the last_error column
-RELAY_THREAD = "outbox-relay"
-RELAY_STOP = "checkout.outbox_relay_stop"
 
 outbox = table_of(OutboxMessage)
 _SAFE = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -328,55 +325,3 @@ def die_before_marking(outgoing: Outgoing) -> None:
     )
     sys.stdout.flush()
     os._exit(1)
-
-
-# --- in development: a thread per process ------------------------------------------------------
-
-
-def start_outbox_relay(app: Flask) -> None:
-    """With ``CHECKOUT_OUTBOX_RELAY=thread``, run ``relay_once`` every ~2 s in a daemon thread of each process.
-
-    The thread starts at the process's first request, not at import: gunicorn
-    forks its workers after the app is made, and a thread does not survive a
-    fork. Commands (``flask db upgrade``, ``flask outbox relay``) serve no
-    request and start none. Every worker's thread claims before it sends, so
-    several workers never send a message twice on purpose. In production run
-    ``flask --app checkout outbox relay --forever`` as its own process instead.
-    """
-    transport_for(app)  # a malformed CHECKOUT_SMTP_URL stops the app at start, not in a thread later
-    if app.config["CHECKOUT_OUTBOX_RELAY"] != "thread":
-        return
-    stop = app.extensions[RELAY_STOP] = threading.Event()
-    started: dict[str, int] = {}
-    guard = threading.Lock()
-
-    @app.before_request
-    def _start_outbox_relay_in_this_process() -> None:
-        if started.get("pid") == os.getpid():
-            return
-        with guard:
-            if started.get("pid") == os.getpid():
-                return
-            thread = threading.Thread(target=_relay_in_background, args=(app, stop), name=RELAY_THREAD, daemon=True)
-            thread.start()
-            started["pid"] = os.getpid()
-
-
-def stop_outbox_relay(app: Flask) -> None:
-    """Ask this app's background relay to stop after its current round (tests; a clean shutdown)."""
-    stop: threading.Event | None = app.extensions.get(RELAY_STOP)
-    if stop is not None:
-        stop.set()
-
-
-def _relay_in_background(app: Flask, stop: threading.Event) -> None:
-    while not stop.wait(INTERVAL_SECONDS):
-        with app.app_context():
-            try:
-                relay_once(stop=stop)
-            except sa.exc.OperationalError as busy:  # SQLite's writer is busy, or the database restarts: one line
-                log.warning("the outbox relay waits for the database (%s); trying again", busy.orig)
-            except Exception:  # the database may not be migrated yet: try again next round
-                log.warning("the outbox relay failed; trying again in %s s", INTERVAL_SECONDS, exc_info=True)
-            finally:
-                db.session.remove()

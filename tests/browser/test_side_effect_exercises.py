@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from flask import Flask
 from playwright.sync_api import Browser, Page, expect
 
 from checkout.gateway import GatewayRefund
@@ -11,7 +12,9 @@ from checkout.mail.models import OutboxMessage
 from checkout.shop.models import Refund, WebhookReceipt
 from tests.browser.shopping import add_to_cart, fill_checkout
 from tests.conftest import LiveServer
-from tests.helpers import ANSWER_LOST_CARD, SLOW_CARD, Ledger
+from tests.helpers import ANSWER_LOST_CARD, SLOW_CARD, Ledger, wait_for
+from tests.mailing import maildir_message_ids
+from tests.relays import RelayProcess
 
 ORDER_URL = re.compile(r"/orders/ord_[0-9a-f]+$")
 
@@ -92,3 +95,20 @@ def test_exercise_11_a_lost_answer_finished_by_the_webhook_alone(
     [order] = ledger.orders()
     assert order.status == "paid" and len(ledger.succeeded_charges()) == 1
     assert live_server.post_count("/checkout") == 1  # the shopper never retried
+
+
+def test_exercise_11_a_lost_answer_finished_by_the_relay_process_while_the_shopper_waits(
+    page: Page, app: Flask, live_server: LiveServer, ledger: Ledger, relays: tuple[RelayProcess, RelayProcess]
+) -> None:
+    pay(page, live_server.url, ANSWER_LOST_CARD)
+    expect(page.get_by_test_id("error-message")).to_contain_text("could not confirm")
+    # Step 2 the other way: wait a few seconds. The gateway's relay, its own process as make run starts it,
+    # delivers charge.succeeded; the outbox relay then sends the confirmation the webhook wrote.
+    wait_for(lambda: [o.status for o in ledger.orders()] == ["paid"])
+    page.goto(f"{live_server.url}/orders")
+    expect(page.get_by_role("table")).to_contain_text("paid")
+    [order] = ledger.orders()
+    assert len(ledger.succeeded_charges()) == 1
+    assert live_server.post_count("/checkout") == 1  # the shopper never retried
+    assert live_server.post_count("/webhooks/gateway") >= 1
+    wait_for(lambda: maildir_message_ids(app) == [f"<outbox.order_confirmation.{order.public_id}@checkout.invalid>"])
