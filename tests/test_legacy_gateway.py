@@ -220,3 +220,16 @@ def test_with_the_lab_off_the_legacy_routes_and_the_report_page_are_404(
     assert post(client, NO_LOOKUP, "legacy-lab-off-000001").status_code == 404
     assert client.get("/lab/reconciliation").status_code == 404
     assert ledger.orders() == [] and ledger.rows(GatewayCharge) == []
+
+
+def test_a_pending_legacy_payment_reached_under_its_key_from_post_api_orders_is_409_and_not_charged_again(
+    client: FlaskClient, ledger: Ledger
+) -> None:
+    """The orders' unique (customer, key) across endpoints: the shop's API finds the legacy twin's pending
+    order (charged, its answer lost) and answers 409, as for any order in progress; it never pays it on
+    through another gateway interface (a review found it paying it twice)."""
+    key = "legacy-then-shop-0001"
+    assert post(client, LEGACY, key, order_body(ANSWER_LOST_CARD)).status_code == 503  # charged; answer lost
+    shop = client.post("/api/orders", json=order_body(ANSWER_LOST_CARD), headers={**ALICE, "Idempotency-Key": key})
+    assert shop.status_code == 409 and shop.get_json()["type"].endswith("idempotency-request-in-progress")
+    assert len(ledger.orders()) == 1 and len(ledger.succeeded_charges()) == 1

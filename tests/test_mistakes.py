@@ -12,6 +12,7 @@ safe side. Then: bad input answered as the real API answers it, everything 404 w
 from __future__ import annotations
 
 import json
+import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -624,3 +625,36 @@ def test_the_twins_never_touch_the_safe_engines_records(app: Flask, client: Flas
         db.session.remove()
     assert endpoints and all(endpoint.startswith("POST /api/lab/mistakes/") for endpoint in endpoints)
     assert all(order.idempotency_key != "t" * 20 for order in ledger.orders())
+
+
+def test_key_after_operation_lets_two_duplicates_at_once_both_pay_and_answers_both(
+    app: Flask, live_server: LiveServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its page's own trigger, "copies at once": both pay (its mistake), and both are answered 201; the
+    second to finish finds the key written and writes nothing (a review found it failing with a 500)."""
+    looks = SameInstantLooks(2).install(monkeypatch)
+    headers = {**ALICE, "Idempotency-Key": new_key()}
+    replies = race(2, lambda _i: post_json(live_server.url + twin("key-after-operation"), body("copies-1"), headers))
+    assert looks.met
+    assert [r.status for r in replies] == [201, 201]
+    assert damage_of(app, path("key-after-operation")) == Damage(2, 2, PRICE, 0)
+
+
+def test_the_memory_store_takes_over_only_the_record_as_it_was_read() -> None:
+    """Its take-over is a compare-and-set, as every store's: a view read before another worker finished
+    the record cannot reopen it (a review found it resetting a completed record)."""
+    from checkout.idempotency import Complete, Scope, Settings, StoredResponse
+    from checkout.lab.mistakes.memory_store import MemoryStore
+
+    store, settings, scope = MemoryStore(), Settings(lease_seconds=0.01), Scope("cus_x", "POST /x", "k" * 20)
+    held = store.claim(scope, "f", "owner-a", settings)
+    assert held is not None
+    threading.Event().wait(0.05)  # the lease runs out
+    stale = store.find(scope)
+    assert stale is not None and not stale.lease_live
+    taken = store.take_over(stale, "owner-b", settings)
+    assert taken is not None
+    store.save_step(taken, Complete(StoredResponse(201, {}, b"paid")), settings)
+    assert store.take_over(stale, "owner-c", settings) is None
+    done = store.find(scope)
+    assert done is not None and done.completed and done.response == StoredResponse(201, {}, b"paid")

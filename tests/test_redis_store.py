@@ -403,3 +403,27 @@ def test_past_a_few_waiters_a_duplicate_on_redis_is_answered_at_once(live_server
 
     assert sorted(r.status for r in replies).count(409) >= 6 - 2, [r.status for r in replies]
     assert len(ledger.orders()) == 1 and len(ledger.succeeded_charges()) == 1
+
+
+def test_a_record_redis_forgets_during_the_first_phase_leaves_its_loss_in_the_trail(
+    client: FlaskClient, ledger: Ledger, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The order is committed, then its step finds no record in Redis: the request answers 409 (a retry
+    claims again and finds the order), and the audit trail says what happened (it lost that note before)."""
+    from checkout.shop.placement import PlaceOrder
+
+    real = PlaceOrder.create_order
+
+    def create_then_forget(self: PlaceOrder, operation: Any, nothing: None) -> Any:
+        step = real(self, operation, nothing)
+        flush(redis_url)  # Redis forgets the claim while the order's transaction is still open
+        return step
+
+    monkeypatch.setattr(PlaceOrder, "create_order", create_then_forget)
+    key = "redis-forgotten-first-1"
+    assert post(client, key).status_code == 409
+    events = ledger.events(IdempotencyEvent.key == key)
+    assert events[-2:] == ["record_lost", "lease_lost"], events
+    monkeypatch.undo()
+    assert post(client, key).status_code == 201  # the retry claims again and pays the order it placed
+    assert len(ledger.orders()) == 1 and len(ledger.succeeded_charges()) == 1

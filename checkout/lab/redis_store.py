@@ -38,7 +38,8 @@ REDIS_PATH = "store:redis"
 REDIS_ENDPOINT = "POST /api/lab/stores/redis/orders"
 PREFIX = "checkout:idempotency:"
 
-DUPLICATES = ":duplicates"  # beside each record: the requests that arrived while its lease was live
+# Beside each record, under its own prefix: the requests that arrived while its lease was live.
+DUPLICATES_PREFIX = "checkout:duplicates:"
 
 # Compare-and-set: write only over exactly the value this worker wrote (or read) last.
 _SWAP = """
@@ -157,6 +158,9 @@ class RedisStore:
         # Customer ids hold no colon, and endpoints are few and known: the name reads back unambiguously.
         return f"{self.prefix}{scope.customer}:{scope.endpoint}:{scope.key}"
 
+    def counter_of(self, name: str) -> str:
+        return DUPLICATES_PREFIX + name[len(self.prefix) :]
+
     def look(self, scope: Scope) -> Found | None:
         raw = self.client.get(self.name_of(scope))
         return Found(RedisRecord.loads(str(raw)), str(raw)) if raw is not None else None
@@ -165,7 +169,7 @@ class RedisStore:
 
     def find(self, scope: Scope) -> RecordView | None:
         name = self.name_of(scope)
-        raw, duplicates = self.client.mget(name, name + DUPLICATES)
+        raw, duplicates = self.client.mget(name, self.counter_of(name))
         return RedisRecord.loads(str(raw)).view(str(raw), int(duplicates or 0)) if raw is not None else None
 
     def claim(self, scope: Scope, fingerprint: str, owner: str, settings: Settings) -> Held | None:
@@ -188,6 +192,7 @@ class RedisStore:
         raw = record.dumps()
         if not self.client.set(self.name_of(scope), raw, nx=True, px=int(settings.lifetime_seconds * 1000)):
             return None
+        self.client.delete(self.counter_of(self.name_of(scope)))  # a count left by a record that expired
         return Held(self.name_of(scope), owner, STARTED, version=raw)
 
     def take_over(self, record: RecordView, owner: str, settings: Settings) -> Held | None:
@@ -226,7 +231,7 @@ class RedisStore:
         if raw is None:
             raise LeaseLost(f"operation {mine.key!r}: its record in Redis is gone or someone else's")
         held.version = raw
-        return int(self.client.get(str(held.id) + DUPLICATES) or 0)
+        return int(self.client.get(self.counter_of(str(held.id))) or 0)
 
     def release(self, held: Held) -> bool:
         mine = RedisRecord.loads(str(held.version))
@@ -246,7 +251,7 @@ class RedisStore:
             return False
 
     def count_duplicate(self, record: RecordView) -> None:
-        name = self.name_of(record.scope) + DUPLICATES
+        name = self.counter_of(self.name_of(record.scope))
         with self.client.pipeline(transaction=True) as pipe:
             pipe.incr(name)
             pipe.expire(name, 24 * 3600)
@@ -263,8 +268,6 @@ class RedisStore:
         """Records now in Redis (for the lab), newest first, with their time to live."""
         names = []
         for name in self.client.scan_iter(match=self.prefix + "*", count=500):
-            if name.endswith(DUPLICATES):
-                continue
             names.append(name)
             if len(names) >= limit:
                 break
@@ -293,6 +296,9 @@ class RedisStore:
                 batch = []
         if batch:
             removed += int(self.client.unlink(*batch))
+        counters = list(self.client.scan_iter(match=DUPLICATES_PREFIX + "*", count=500))
+        if counters:
+            self.client.unlink(*counters)  # their counts go with them
         return removed
 
 

@@ -285,13 +285,18 @@ def answer(outcome: Outcome, key: str, reference_name: str = "order_id") -> Resp
     if isinstance(outcome, Mismatch):
         return _stored(key_reused())
     assert isinstance(outcome, Unfinished)
+    advice = (
+        "Retry with the same Idempotency-Key: it resumes, never charges twice."
+        if key
+        else "This endpoint keeps no key (the lab's unsafe twin): a retry is a new payment."
+    )
     return problem(
         503,
         "Payment not confirmed yet",
-        f"{outcome.reason}. Retry with the same Idempotency-Key: it resumes, never charges twice.",
+        f"{outcome.reason}. {advice}",
         type_="payment-unconfirmed",
         headers={"Retry-After": str(outcome.retry_after)},
-        idempotency_key=key,
+        idempotency_key=key or None,
         **{reference_name: outcome.reference},
     )
 

@@ -137,7 +137,7 @@ def the_clients_key(key: str) -> str:
 
 def a_new_key_per_request(key: str) -> str:
     """Each request an order of its own: the lab's twins, so that each shows its own mistake alone."""
-    return f"{key or 'unkeyed'}~{uuid.uuid4().hex}"
+    return f"{(key or 'unkeyed')[:200]}~{uuid.uuid4().hex}"  # within the column's 255 characters
 
 
 class KeyedGateway:
@@ -253,11 +253,17 @@ class PlaceOrder:
             operation.reference = order.public_id
             # Found by its key (the record was purged or lost) or by its cart version (a second tab, a forged form).
             if order.status == PENDING:
+                # A store in this database claims in the transaction that made the order: its record
+                # stands, and whoever holds it is paying. Only a store outside it can lose the record of a
+                # pending order (Redis forgot it, its claimant died between the two writes).
+                if self.pipeline.store is None or self.pipeline.store.joins_transaction:
+                    raise Refuse(self.respond.in_progress(order))
                 if not _asked_for(order, self.request):
                     raise Refuse(self.respond.in_progress(order))
-                # This key's own order, still pending, and its record gone (a store outside this database
-                # lost it): pay it on, under its own gateway key, which the gateway charges once.
+                # This key's own order, for this very body, its record gone: pay it on, under its own
+                # gateway key (charged once), as a resumed payment (a provider without keys looks first).
                 operation.note(PaymentEvent.ORDER_FOUND, order_id=order.public_id)
+                operation.resumed = True
                 self.order = order
                 return MoveTo(ORDER_CREATED)
             operation.note(PaymentEvent.ALREADY_FINAL, order_id=order.public_id, status=order.status)

@@ -48,7 +48,8 @@ def seed(*, demo_customers: bool, reset_stock: bool = False) -> dict[str, int]:
         products += len(inserted)
         added = stock if inserted else 0
         if reset_stock and not inserted:
-            before = db.session.scalar(sa.select(Product.stock).where(Product.sku == sku))
+            # Locked (PostgreSQL; SQLite's writer holds the database): no order takes stock in between.
+            before = db.session.scalar(sa.select(Product.stock).where(Product.sku == sku).with_for_update())
             db.session.execute(sa.update(Product).where(Product.sku == sku).values(stock=stock))
             added = stock - int(before or 0)
         if added:

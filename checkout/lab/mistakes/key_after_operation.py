@@ -6,10 +6,9 @@ The shop's payment with one part swapped; its page's words: content/<language>/m
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 
-import sqlalchemy as sa
-
-from checkout.database import utcnow
+from checkout.database import insert_ignoring_conflicts, utcnow
 from checkout.extensions import db
 from checkout.idempotency import Complete, MoveTo, Scope, Settings
 from checkout.idempotency.sql_store import SqlStore
@@ -35,8 +34,9 @@ class KeyAfterOperationStore(SqlStore):
             return 0  # a recovery point nobody will ever read
         customer, endpoint, key, fingerprint = json.loads(str(held.id))
         now = utcnow()
+        # The first to finish writes it; a duplicate that paid alongside finds it written (and paid anyway).
         db.session.execute(
-            sa.insert(self.records).values(
+            insert_ignoring_conflicts(self.records, db.session).values(
                 customer=customer,
                 endpoint=endpoint,
                 key=key,
@@ -51,7 +51,7 @@ class KeyAfterOperationStore(SqlStore):
                 created_at=now,
                 updated_at=now,
                 completed_at=now,
-                expires_at=now,
+                expires_at=now + timedelta(seconds=settings.lifetime_seconds),
             )
         )
         return 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 from checkout.idempotency import Complete, MoveTo, Settings
 from checkout.idempotency.sql_store import SqlStore
 from checkout.idempotency.store import Held
+from checkout.idempotency.types import LeaseLost
 from checkout.lab.mistakes.twin import LAB_RECORDS, twin
 
 
@@ -22,7 +23,8 @@ class KeyDeletedAfterAnswerStore(SqlStore):
     def save_step(self, held: Held, step: MoveTo | Complete, settings: Settings) -> int:
         if isinstance(step, Complete):
             # THE MISTAKE: the answer is on its way, so the key goes. Any retry from now on is a new payment.
-            self.discard(held)
+            if not self.discard(held):
+                raise LeaseLost(f"record {held.id} is no longer ours")
             return 0
         return super().save_step(held, step, settings)
 

@@ -56,12 +56,16 @@ class MemoryStore:
         return False
 
     def take_over(self, record: RecordView, owner: str, settings: Settings) -> Held | None:
-        with self._lock:
-            _record, holder, until = self._records[record.scope]
-            if holder is not None and until > time.monotonic():
+        with self._lock:  # a compare-and-set: only the record as it was read, still in progress and free
+            found = self._records.get(record.scope)
+            if found is None:
                 return None
-            self._records[record.scope] = (record, owner, time.monotonic() + settings.lease_seconds)
-        return Held(record.id, owner, record.recovery_point, record.reference)
+            now, holder, until = found
+            unchanged = (now.id, now.state, now.updated_at) == (record.id, IN_PROGRESS, record.updated_at)
+            if not unchanged or (holder is not None and until > time.monotonic()):
+                return None
+            self._records[record.scope] = (now, owner, time.monotonic() + settings.lease_seconds)
+        return Held(now.id, owner, now.recovery_point, now.reference)
 
     def save_step(self, held: Held, step: MoveTo | Complete, settings: Settings) -> int:
         if isinstance(step, MoveTo):
