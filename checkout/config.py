@@ -48,6 +48,10 @@ def parse_bool(value: object) -> bool:
     raise ValueError(f"not a boolean: {value!r} (use true/false/1/0)")
 
 
+def _relay(value: object) -> bool:
+    return True if str(value).strip().lower() == "thread" else parse_bool(value)
+
+
 def _environment(value: object) -> str:
     """``Production``, ``PRODUCTION`` and `` production`` are production; anything unknown is refused."""
     normalised = str(value).strip().lower()
@@ -172,8 +176,9 @@ class Settings(BaseSettings):
     """the share of events the gateway delivers twice on purpose (0 to 1)"""
     smtp_url: str = ""
     """smtp://host:port sends the outbox by SMTP; unset: into a Maildir"""
-    outbox_relay: Boolean = True
-    """off: make run, make serve and make proxy start no outbox relay process (exercise 9 runs it by hand)"""
+    outbox_relay: Annotated[bool, BeforeValidator(_relay)] = True
+    """off: make run, make serve and make proxy start no outbox relay process (exercise 9 runs it by hand);
+    "thread", the old name of the development default, means on: the relay is its own process now"""
     secret_key: str = Field("", validation_alias="SECRET_KEY", exclude=True)
     """Flask's, not a CHECKOUT_* setting: here because production's rules compare the secrets"""
 

@@ -190,6 +190,15 @@ def test_checkout_outbox_relay_off_is_accepted_as_exercise_9_starts_the_shop(
     assert app.config["CHECKOUT_OUTBOX_RELAY"] is False
 
 
+def test_checkout_outbox_relay_thread_the_old_development_default_still_starts_the_shop(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """The spec's name for the development default: the relay runs, as its own process now."""
+    monkeypatch.setenv("CHECKOUT_OUTBOX_RELAY", "thread")
+    app = create_app({"SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path}/x.db", "SECRET_KEY": STRONG})
+    assert app.config["CHECKOUT_OUTBOX_RELAY"] is True
+
+
 def test_the_flask_command_says_what_to_fix_in_one_line_per_setting_not_a_traceback(tmp_path: Any) -> None:
     env = {
         **{name: value for name, value in os.environ.items() if not name.startswith("CHECKOUT_")},
