@@ -292,13 +292,18 @@ def instance_secret(instance_path: str, name: str) -> str:
         return path.read_text().strip()
     except FileNotFoundError:
         pass
-    try:
-        # O_EXCL: if two workers start at once, one writes and both read its value.
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return path.read_text().strip()
+    # Written whole under a name of its own, then linked into place: of processes starting at once, the
+    # first link wins and every one reads that complete file (never one created and not yet written).
+    draft = path.with_name(f".{name}.{os.getpid()}.{secrets.token_hex(4)}")
+    fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as handle:
         handle.write(secrets.token_hex(32))
+    try:
+        os.link(draft, path)
+    except FileExistsError:
+        pass
+    finally:
+        draft.unlink()
     return path.read_text().strip()
 
 

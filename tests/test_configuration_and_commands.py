@@ -239,3 +239,24 @@ def test_the_settings_read_the_environment_on_their_own(monkeypatch: pytest.Monk
     assert settings.lease_seconds == 45.0
     assert settings.trusted_hosts == ("shop.example", ".shop.example")
     assert settings.shop_url == "https://shop.example"
+
+
+def _instance_secret_in(folder: str) -> str:
+    from checkout.config import instance_secret
+
+    return instance_secret(folder, "fingerprint_secret")
+
+
+def test_servers_starting_at_once_all_read_the_one_complete_instance_secret(tmp_path: Any) -> None:
+    """Two servers (make proxy) or several workers start at once on a fresh instance folder: every one must
+    read the same, whole secret, or a retry that lands on the other server is a fingerprint mismatch (seen
+    in a full run; before, a process could read the file its neighbour had created and not yet written)."""
+    import multiprocessing
+
+    with multiprocessing.get_context("fork").Pool(8) as pool:
+        for trial in range(30):
+            folder = tmp_path / f"instance-{trial}"
+            folder.mkdir()
+            secrets_read = pool.map(_instance_secret_in, [str(folder)] * 8)
+            assert len(set(secrets_read)) == 1 and len(secrets_read[0]) == 64, (trial, set(secrets_read))
+            assert [p.name for p in folder.iterdir()] == ["fingerprint_secret"]  # no draft left behind
