@@ -658,3 +658,16 @@ def test_the_memory_store_takes_over_only_the_record_as_it_was_read() -> None:
     assert store.take_over(stale, "owner-c", settings) is None
     done = store.find(scope)
     assert done is not None and done.completed and done.response == StoredResponse(201, {}, b"paid")
+
+
+@pytest.mark.parametrize("name", [mistake.name for mistake in MISTAKES])
+def test_each_twin_is_the_shops_pipeline_with_exactly_the_one_part_it_names(name: str) -> None:
+    """The claim the pages make: a twin is SAFE at its own endpoint (twin.py) with one part swapped."""
+    from dataclasses import fields
+
+    from checkout.lab.mistakes.twin import twin
+
+    mistake = BY_NAME[name]
+    base = twin(name)  # SAFE at the twin's endpoint, with nothing of its own swapped
+    differs = {f.name for f in fields(base) if getattr(base, f.name) != getattr(mistake.pipeline, f.name)}
+    assert differs == {mistake.module.SWAPPED}

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import sqlalchemy as sa
-from flask import current_app
 
 from checkout.gateway import CardDeclined, Charge, GatewayTimeout, GatewayUnavailable, KeyVoided
 from checkout.i18n import N_
@@ -37,6 +36,7 @@ from checkout.shop.models import DECLINED, FAILED, PAID, PENDING, WAS_PAID, Line
 from checkout.shop.orders import OrderView
 from checkout.shop.parsing import RequestedLine
 from checkout.shop.responders import API_ENDPOINT, BROWSER_ENDPOINT, Responder
+from checkout.shop.runtime import fingerprint_secret, gateway
 from checkout.shop.validation import price
 from checkout.transactions import reading
 
@@ -122,7 +122,7 @@ def per_customer(customer: str, endpoint: str, key: str) -> Scope:
 
 def keyed_fingerprint(endpoint: str, body: dict[str, Any]) -> str:
     """An HMAC of the normalised body (its own secret: it covers the card number), stored with the key."""
-    return fingerprint(str(current_app.config["CHECKOUT_FINGERPRINT_SECRET"]), "POST", endpoint, body)
+    return fingerprint(fingerprint_secret(), "POST", endpoint, body)
 
 
 def from_the_order(order: OrderView) -> GatewayCall:
@@ -144,8 +144,6 @@ class KeyedGateway:
     """The shop's provider: the gateway charges a key once, whoever asks and however often."""
 
     def charge(self, operation: Operation, order: OrderView, call: GatewayCall, card_number: str) -> GatewayAnswer:
-        from checkout.shop.runtime import gateway
-
         return ask(
             lambda: gateway().charge(
                 gateway_key=call.key,

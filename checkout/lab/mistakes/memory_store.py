@@ -47,13 +47,21 @@ class MemoryStore:
             self._records[scope] = (record, owner, time.monotonic() + settings.lease_seconds)
         return Held(owner, owner, STARTED)
 
+    def _mine(self, held: Held) -> tuple[Scope, RecordView] | None:
+        """The record ``held`` names, if ``held`` still holds it (call under the lock)."""
+        for scope, (record, holder, _until) in self._records.items():
+            if record.id == held.id and holder == held.owner:
+                return scope, record
+        return None
+
     def _swap(self, held: Held, owner: str | None, lease: float, **changes: object) -> bool:
         with self._lock:
-            for scope, (record, holder, _until) in self._records.items():
-                if record.id == held.id and holder == held.owner and record.state == IN_PROGRESS:
-                    self._records[scope] = (replace(record, updated_at=utcnow(), **changes), owner, lease)  # type: ignore[arg-type]
-                    return True
-        return False
+            mine = self._mine(held)
+            if mine is None or mine[1].state != IN_PROGRESS:
+                return False
+            scope, record = mine
+            self._records[scope] = (replace(record, updated_at=utcnow(), **changes), owner, lease)  # type: ignore[arg-type]
+            return True
 
     def take_over(self, record: RecordView, owner: str, settings: Settings) -> Held | None:
         with self._lock:  # a compare-and-set: only the record as it was read, still in progress and free
@@ -95,11 +103,10 @@ class MemoryStore:
 
     def discard(self, held: Held) -> bool:
         with self._lock:
-            for scope, (record, holder, _until) in list(self._records.items()):
-                if record.id == held.id and holder == held.owner:
-                    del self._records[scope]
-                    return True
-        return False
+            mine = self._mine(held)
+            if mine is not None:
+                del self._records[mine[0]]
+            return mine is not None
 
     def count_duplicate(self, record: RecordView) -> None:
         return None
