@@ -79,9 +79,12 @@ reset-lab: install
 browser:
 	@scripts/ensure-browser
 
+# Tests run in TEST_WORKERS processes (pytest-xdist); at most 3, one Redis database each (13, 14, 15).
+TEST_WORKERS ?= 2
+
 ## The whole suite, browser tests included (TEST_DATABASE_URL=postgresql+psycopg://... for PostgreSQL).
 test: install browser
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 ## The mutation check: each layer of the defence turned off in a copy of the tree; its tests must fail.
 mutants: install browser

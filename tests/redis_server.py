@@ -2,7 +2,9 @@
 
 ``TEST_REDIS_URL`` (default ``redis://127.0.0.1:6379/13``) names it. Tests
 flush it (FLUSHDB), so it must never be database 0: the URL is refused if it
-is. Without an answering Redis the tests that need one are skipped, saying so.
+is. Run in parallel (pytest-xdist), worker N uses the index after it by N, so
+no worker flushes another's keys. Without an answering Redis the tests that
+need one are skipped, saying so.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 import redis
@@ -18,7 +21,16 @@ DEFAULT_URL = "redis://127.0.0.1:6379/13"
 
 
 def redis_url_for_tests() -> str:
-    return os.environ.get("TEST_REDIS_URL", DEFAULT_URL)
+    url = os.environ.get("TEST_REDIS_URL", DEFAULT_URL)
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")  # gw0, gw1, ... (gw0 without xdist)
+    offset = int(worker.removeprefix("gw") or 0)
+    if offset == 0:
+        return url
+    parts = urlsplit(url)
+    index = int(parts.path.strip("/") or 0) + offset
+    if index > 15:
+        pytest.fail(f"pytest-xdist worker {worker} would use Redis database {index}: give TEST_REDIS_URL a lower one")
+    return urlunsplit(parts._replace(path=f"/{index}"))
 
 
 def client_for(url: str) -> redis.Redis:
