@@ -53,7 +53,7 @@ def create_app(config: Mapping[str, Any] | None = None, *, instance_path: str | 
     from checkout.lab import tables as _lab_tables  # noqa: F401  (the lab's accounts, kept while it is on)
     from checkout.lab.mistakes import check_then_insert as _unconstrained  # noqa: F401  (its table is its mistake)
     from checkout.lab.mistakes import models as _mistake_models  # noqa: F401
-    from checkout.mail import models as _mail_models  # noqa: F401
+    from checkout.mail import outbox as _mail_outbox  # noqa: F401
     from checkout.shop import models as _shop_models  # noqa: F401
 
     with app.app_context():
@@ -65,9 +65,9 @@ def create_app(config: Mapping[str, Any] | None = None, *, instance_path: str | 
             timeout_seconds=float(app.config["CHECKOUT_GATEWAY_TIMEOUT_SECONDS"]),
         )
 
-    from checkout.eventlog import register_event_log
     from checkout.gateway.relay import register_deliverer
     from checkout.i18n import register_i18n
+    from checkout.idempotency.audit import register_event_log
     from checkout.limits import register_rate_limits
     from checkout.metrics import register_metrics
 
@@ -132,9 +132,9 @@ def register_lab_blueprints(app: Flask) -> None:
 
 
 def register_template_helpers(app: Flask) -> None:
+    from checkout.i18n import format_money
     from checkout.shop import carts
     from checkout.shop.labels import status_label
-    from checkout.shop.money import format_money
 
     app.add_template_filter(format_money, "money")
     app.add_template_filter(status_label, "status_label")

@@ -9,16 +9,16 @@ import click
 from flask import Flask, current_app
 from flask.cli import AppGroup
 
+from checkout.database import writing
 from checkout.forever import run_forever
 from checkout.gateway.relay import INTERVAL_SECONDS as GATEWAY_INTERVAL_SECONDS
 from checkout.gateway.relay import deliverer, webhook_url
 from checkout.idempotency.engine import purge
 from checkout.mail.relay import INTERVAL_SECONDS as OUTBOX_INTERVAL_SECONDS
+from checkout.shop.placement import gateway, idempotency_settings
 from checkout.shop.reconcile import reconcile
 from checkout.shop.reconciliation_report import reconciliation_report
-from checkout.shop.runtime import gateway, idempotency_settings
 from checkout.shop.seed import seed
-from checkout.transactions import writing
 
 
 def _interval(default: float) -> dict[str, Any]:

@@ -1,23 +1,29 @@
-"""Database plumbing shared by every layer: the declarative base, UTC
-timestamps, portable "insert unless it exists", SQLite's locking setup, and
-PostgreSQL's bounds on every wait.
+"""Database plumbing shared by every layer: the declarative base and the session, UTC timestamps, portable
+"insert unless it exists", SQLite's locking setup, PostgreSQL's bounds on every wait, and the units of work.
 
+Reads use the session's ordinary transaction; a write happens only in ``with writing():``, one unit of work that
+alone takes SQLite's write lock; nothing slow (the gateway) runs with a transaction open (``assert_idle``).
 Nothing here knows about orders, payments or idempotency.
+Design: docs/design.md#checkoutdatabasepy-the-units-of-work
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
+from flask_sqlalchemy import SQLAlchemy
 from sqlalchemy import event
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Engine, ExceptionContext
 from sqlalchemy.exc import OperationalError
-from sqlalchemy.orm import DeclarativeBase
+from sqlalchemy.orm import DeclarativeBase, Session
 
 # Stable constraint names, so Alembic migrations can refer to them.
 NAMING_CONVENTION = {
@@ -33,6 +39,12 @@ class Base(DeclarativeBase):
     metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
 
 
+# expire_on_commit=False: after a phase commits we still read the objects we
+# wrote; reloading them would silently open a new transaction, which on SQLite
+# would hold the lock while the gateway (on its own connection) waits for it.
+db = SQLAlchemy(model_class=Base, session_options={"expire_on_commit": False})
+
+
 def table_of(model: type[Base]) -> sa.Table:
     """A model's Table, typed as one (SQLAlchemy types ``__table__`` as a FromClause, which Core's
     ``update``/``delete`` refuse; a declarative model's is always a Table, and this checks it)."""
@@ -40,6 +52,11 @@ def table_of(model: type[Base]) -> sa.Table:
     if not isinstance(table, sa.Table):
         raise TypeError(f"{model.__name__} is not mapped to a Table")
     return table
+
+
+def public_id(prefix: str) -> str:
+    """Random public ids: nobody can guess or count another customer's orders."""
+    return f"{prefix}_{secrets.token_hex(10)}"
 
 
 def utcnow() -> datetime:
@@ -106,7 +123,7 @@ def dialect_insert(table: Any, bind: Any) -> Any:
 # 64-bit and is the only type that autoincrements, so it stays INTEGER there.
 BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
-# The execution option that marks a connection as opened for a unit of work (see checkout.transactions).
+# The execution option that marks a connection as opened for a unit of work (see checkout.database).
 WRITE_OPTION = "checkout_write"
 
 # --- PostgreSQL: every wait is bounded ---------------------------------------------------
@@ -155,7 +172,7 @@ def _configure_sqlite(engine: Engine) -> None:
 
     SQLite's default deferred BEGIN takes the write lock at the first write,
     so a transaction that reads and then writes can fail at once with
-    "database is locked". A unit of work (``checkout.transactions.writing``)
+    "database is locked". A unit of work (``checkout.database.writing``)
     therefore begins with ``BEGIN IMMEDIATE`` and takes the lock up front; a
     plain read begins with a deferred ``BEGIN`` and takes no lock at all (WAL:
     readers never block the writer). A generous busy timeout makes writers
@@ -243,3 +260,68 @@ def _first_line_only(error: BaseException) -> bool:
         return False
     error.args = (error.args[0].split("\n", 1)[0], *error.args[1:])
     return True
+
+
+# --- the units of work: where transactions begin and end ---------------------------------
+
+
+class TransactionError(RuntimeError):
+    """A write outside a unit of work, or a transaction open where none may be."""
+
+
+def _session() -> Session:
+    """This request's (or this thread's) session: the object behind Flask-SQLAlchemy's scoped proxy."""
+    return db.session()
+
+
+def _end_read(session: Session) -> None:
+    if session.new or session.dirty or session.deleted:
+        raise TransactionError("objects were changed outside a unit of work; write inside `with writing():`")
+    # A read-only transaction: commit and rollback release the same nothing. Commit keeps the
+    # objects it loaded usable (expire_on_commit=False); a rollback would expire them.
+    session.commit()
+
+
+@contextmanager
+def writing(*, durable: bool = True) -> Iterator[Session]:
+    """One unit of work: everything inside commits together, or nothing does.
+
+    ``durable=False`` is for units that only add to the audit trail (a replay,
+    a conflict): on PostgreSQL their commit does not wait for the disk
+    (``synchronous_commit = off``). A crash may lose the last few such events,
+    never a record, an order or a charge; and the wait saved is most of what a
+    replay costs.
+    """
+    session = _session()
+    if session.in_transaction():
+        _end_read(session)
+    connection = session.connection(execution_options={WRITE_OPTION: True})  # BEGIN IMMEDIATE on SQLite
+    if not durable and connection.dialect.name == "postgresql":
+        session.execute(sa.text("SET LOCAL synchronous_commit TO OFF"))
+    try:
+        yield session
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+
+
+@contextmanager
+def reading() -> Iterator[Session]:
+    """A read that must be over before something slow happens (a gateway call follows it).
+
+    Copy what you need into plain values inside the block: the objects it
+    loaded are expired when it ends.
+    """
+    assert_idle()
+    session = _session()
+    try:
+        yield session
+    finally:
+        session.rollback()
+
+
+def assert_idle() -> None:
+    """No transaction may be open here (before the gateway is called)."""
+    if _session().in_transaction():
+        raise TransactionError("a transaction is open where none may be (is the gateway being called inside one?)")

@@ -4,15 +4,12 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from flask_migrate import Migrate
-from flask_sqlalchemy import SQLAlchemy
 from flask_wtf.csrf import CSRFProtect
 
-from checkout.database import Base
+from checkout.database import db
 
-# expire_on_commit=False: after a phase commits we still read the objects we
-# wrote; reloading them would silently open a new transaction, which on SQLite
-# would hold the lock while the gateway (on its own connection) waits for it.
-db = SQLAlchemy(model_class=Base, session_options={"expire_on_commit": False})
+__all__ = ["csrf", "csrf_exempt", "db", "migrate"]
+
 migrate = Migrate()
 csrf = CSRFProtect()
 

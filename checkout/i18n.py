@@ -8,11 +8,13 @@ Design: docs/design.md#checkouti18npy-the-languages-of-pages-and-the-api
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from decimal import Decimal
 from urllib.parse import urlencode
 
 import flask_babel
+from babel import Locale
 from babel.dates import format_datetime
-from babel.numbers import format_decimal
+from babel.numbers import format_currency, format_decimal
 from flask import Flask, has_request_context, request, session
 from flask_babel import Babel, get_locale
 
@@ -103,3 +105,19 @@ def register_i18n(app: Flask) -> None:
     @app.context_processor
     def _language() -> dict[str, object]:
         return {"languages": LANGUAGES, "current_language": current_language(), "language_url": language_url}
+
+
+# Prices as money, from integer cents (never floats), written the way the page's language writes them.
+# One convention in every language: the language's own digits, separators and place for the sign,
+# with the currency's everyday sign ($, ₴), where CLDR would write "USD" in Ukrainian and "$" in Russian.
+SIGNS = {"USD": "$", "UAH": "₴", "EUR": "€"}
+
+
+def format_money(cents: int, currency: str = "USD") -> str:
+    """$1,234.50 in English; 1 234,50 $ in Ukrainian and in Russian."""
+    language = current_language()
+    sign = SIGNS.get(currency)
+    if sign is None:
+        return format_currency(Decimal(cents) / 100, currency, locale=language)
+    pattern = Locale.parse(language).currency_formats["standard"].pattern.replace("¤", f"'{sign}'")
+    return format_currency(Decimal(cents) / 100, currency, format=pattern, locale=language)

@@ -30,7 +30,7 @@ from checkout.database import table_of
 from checkout.extensions import db
 from checkout.idempotency.audit import AuditEvent, on_committed
 from checkout.idempotency.types import Event
-from checkout.mail.models import OutboxMessage
+from checkout.mail.outbox import OutboxMessage
 
 bp = Blueprint("metrics", __name__)
 

@@ -17,7 +17,7 @@ from typing import Any
 from flask import Blueprint, Response, current_app
 
 from checkout import __version__
-from checkout.problems import json_bytes
+from checkout.errors import json_bytes
 from checkout.shop.models import (
     MAX_PAYMENT_AMOUNT,
     MAX_QUANTITY,

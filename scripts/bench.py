@@ -67,15 +67,18 @@ sys.path.insert(0, str(ROOT))  # measure this tree's code, whatever the venv has
 
 import checkout  # noqa: E402
 from checkout import create_app  # noqa: E402
-from checkout.database import configure_engine, utcnow  # noqa: E402
+from checkout.database import (  # noqa: E402
+    configure_engine,
+    utcnow,
+    writing,
+)
 from checkout.extensions import db  # noqa: E402
 from checkout.gateway.models import SUCCEEDED, GatewayCharge  # noqa: E402
 from checkout.idempotency.models import IdempotencyRecord  # noqa: E402
 from checkout.idempotency.types import COMPLETED, FINISHED  # noqa: E402
 from checkout.shop.models import Order  # noqa: E402
-from checkout.shop.responders import API_ENDPOINT  # noqa: E402
+from checkout.shop.placement import API_ENDPOINT  # noqa: E402
 from checkout.shop.seed import seed  # noqa: E402
-from checkout.transactions import writing  # noqa: E402
 
 DEFAULT_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 SECRET_KEY = "bench-secret-key"  # shared by every server and worker: the request fingerprints depend on it

@@ -20,9 +20,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from checkout import create_app  # noqa: E402
+from checkout.database import writing  # noqa: E402
 from checkout.extensions import db  # noqa: E402
 from checkout.shop.seed import seed  # noqa: E402
-from checkout.transactions import writing  # noqa: E402
 
 FLAGS = ["--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"]
 DESKTOP = {"width": 1200, "height": 860}

@@ -25,9 +25,9 @@ sys.path.insert(0, str(ROOT))
 
 def main() -> None:
     from checkout import create_app
+    from checkout.database import writing
     from checkout.extensions import db
     from checkout.shop.seed import seed
-    from checkout.transactions import writing
 
     folder = tempfile.mkdtemp(prefix="checkout-trace-")
     app = create_app(

@@ -19,9 +19,9 @@ from flask.testing import FlaskClient, FlaskCliRunner
 from werkzeug.serving import make_server
 
 from checkout import create_app
+from checkout.database import writing
 from checkout.extensions import db
 from checkout.shop.seed import seed
-from checkout.transactions import writing
 from tests.helpers import Ledger
 from tests.relays import OUTBOX, WEBHOOKS, RelayProcess, relay_forever
 

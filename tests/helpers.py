@@ -25,7 +25,7 @@ from checkout.gateway import GatewayCharge, GatewayEvent
 from checkout.gateway.signing import HEADER, sign
 from checkout.idempotency.models import IdempotencyEvent, IdempotencyRecord
 from checkout.shop.models import Order, Product
-from checkout.shop.responders import API_ENDPOINT
+from checkout.shop.placement import API_ENDPOINT
 
 ALICE = {"Authorization": "Bearer demo-alice-token"}
 BOB = {"Authorization": "Bearer demo-bob-token"}
@@ -211,9 +211,8 @@ def claim_as_a_dying_worker(
     from checkout.idempotency import Scope, Settings
     from checkout.idempotency.engine import begin
     from checkout.shop.models import Customer
-    from checkout.shop.placement import SAFE, OrderRequest, PlaceOrder, keyed_fingerprint
-    from checkout.shop.responders import ApiResponder
-    from checkout.shop.validation import parse_order
+    from checkout.shop.parsing import parse_order
+    from checkout.shop.placement import SAFE, ApiResponder, OrderRequest, PlaceOrder, keyed_fingerprint
 
     with app.app_context():
         parsed, errors = parse_order(order_body() if body is None else body)

@@ -20,11 +20,9 @@ import sqlalchemy as sa
 from aiosmtpd.controller import Controller
 from flask import Flask
 
-from checkout.database import utcnow
+from checkout.database import utcnow, writing
 from checkout.extensions import db
-from checkout.mail.models import ORDER_CONFIRMATION, OutboxMessage
-from checkout.mail.outbox import enqueue
-from checkout.transactions import writing
+from checkout.mail.outbox import ORDER_CONFIRMATION, OutboxMessage, enqueue
 from tests.servers import ROOT, free_port
 
 REFUSED_RECIPIENT = "nobody@example.com"

@@ -44,10 +44,8 @@ def claim_payment_as_a_dying_worker(app: Flask, key: str, body: dict[str, Any], 
     from checkout.idempotency import Scope, Settings
     from checkout.idempotency.engine import begin
     from checkout.shop.models import Customer
-    from checkout.shop.payments import PaymentRequest, PlacePayment, parse_payment
-    from checkout.shop.placement import keyed_fingerprint
-    from checkout.shop.responders import API_PAYMENTS, ApiPaymentResponder
-    from checkout.shop.runtime import gateway
+    from checkout.shop.payments import API_PAYMENTS, ApiPaymentResponder, PaymentRequest, PlacePayment, parse_payment
+    from checkout.shop.placement import gateway, keyed_fingerprint
 
     with app.app_context():
         parsed, errors = parse_payment(body)

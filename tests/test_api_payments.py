@@ -21,7 +21,7 @@ from checkout.idempotency import MoveTo, Operation, Phase, Scope, Settings
 from checkout.idempotency.engine import begin
 from checkout.idempotency.types import STARTED
 from checkout.shop.models import Payment
-from checkout.shop.responders import API_PAYMENTS
+from checkout.shop.payments import API_PAYMENTS
 from tests.conftest import LiveServer
 from tests.helpers import (
     ALICE,

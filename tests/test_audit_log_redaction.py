@@ -12,8 +12,7 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from checkout.eventlog import line_of
-from checkout.idempotency.audit import AuditEvent
+from checkout.idempotency.audit import AuditEvent, line_of
 from tests.helpers import GOOD_CARD, order_body, post_order
 
 # UUID-like keys whose digits, read across the dashes or inside a segment, run 13 to 19 long.

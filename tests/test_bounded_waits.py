@@ -21,10 +21,9 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from checkout import database
-from checkout.database import table_of
+from checkout.database import table_of, writing
 from checkout.extensions import db
 from checkout.shop.models import Order, Product
-from checkout.transactions import writing
 from tests.conftest import POSTGRES_URL, make_app
 from tests.helpers import (
     GOOD_CARD,

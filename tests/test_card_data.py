@@ -12,7 +12,7 @@ from flask.testing import FlaskClient
 
 from checkout import create_app
 from checkout.extensions import db
-from checkout.shop.runtime import fingerprint_secret
+from checkout.shop.placement import fingerprint_secret
 from tests.helpers import UNAVAILABLE_CARD, add_to_cart, checkout_fields, form_fields
 
 

@@ -11,13 +11,12 @@ import sqlalchemy as sa
 from flask import Flask
 from flask.testing import FlaskClient, FlaskCliRunner
 
-from checkout.database import utcnow
+from checkout.database import utcnow, writing
 from checkout.extensions import db
 from checkout.idempotency import MoveTo, Operation, Phase, Scope, Settings, peek, take_over
 from checkout.idempotency.engine import begin
 from checkout.idempotency.models import IdempotencyRecord
 from checkout.idempotency.types import STARTED, LeaseLost
-from checkout.transactions import writing
 from tests.helpers import (
     ALICE,
     ANSWER_LOST_CARD,

@@ -14,7 +14,7 @@ from checkout.database import utcnow
 from checkout.extensions import db
 from checkout.idempotency.engine import purge
 from checkout.idempotency.models import IdempotencyEvent, IdempotencyRecord
-from checkout.shop.runtime import idempotency_settings
+from checkout.shop.placement import idempotency_settings
 from tests.conftest import POSTGRES_URL
 from tests.helpers import Ledger, post_order
 

@@ -18,7 +18,7 @@ from flask.testing import FlaskCliRunner
 
 from checkout import client as retry_client
 from checkout.gateway import GatewayRefund
-from checkout.mail.models import OutboxMessage
+from checkout.mail.outbox import OutboxMessage
 from checkout.shop.models import Refund
 from tests.conftest import POSTGRES_URL
 from tests.helpers import (

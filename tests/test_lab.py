@@ -227,7 +227,7 @@ def test_the_kill_button_says_why_it_will_not_kill_a_single_process_shop(app: An
 def test_the_unsafe_path_shows_every_side_effects_damage_too(app: Any, client: FlaskClient) -> None:
     """A retry on the unsafe twins: two orders, stock taken twice, two emails; a refund retried refunds twice."""
     from checkout.gateway import GatewayRefund
-    from checkout.mail.models import OutboxMessage
+    from checkout.mail.outbox import OutboxMessage
     from tests.helpers import Ledger
 
     body = {**order_body(), "purchase": "unsafe-retried-1"}

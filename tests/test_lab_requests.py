@@ -12,7 +12,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from checkout.extensions import db
-from checkout.shop.responders import API_PAYMENTS
+from checkout.shop.payments import API_PAYMENTS
 from tests.conftest import LiveServer, make_app
 from tests.helpers import (
     ALICE,

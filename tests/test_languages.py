@@ -9,8 +9,8 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from checkout.mail.models import OutboxMessage
-from checkout.shop.money import format_money
+from checkout.i18n import format_money
+from checkout.mail.outbox import OutboxMessage
 from tests.helpers import (
     ALICE,
     ANSWER_LOST_CARD,

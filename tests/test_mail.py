@@ -21,7 +21,7 @@ from checkout import create_app
 from checkout.database import utcnow
 from checkout.extensions import db
 from checkout.mail import relay
-from checkout.mail.models import OutboxMessage
+from checkout.mail.outbox import OutboxMessage
 from checkout.mail.relay import Outgoing, Round, message_id, relay_once
 from tests.helpers import Ledger, race, wait_for
 from tests.mailing import (

@@ -15,7 +15,7 @@ from aiosmtpd.controller import Controller
 from flask import Flask
 
 from checkout.extensions import db
-from checkout.mail.models import OutboxMessage
+from checkout.mail.outbox import OutboxMessage
 from checkout.mail.relay import Round, backlog, relay_once
 from tests.helpers import Ledger
 from tests.mailing import REFUSED_RECIPIENT, SmtpRecorder, enqueue_message, let_claims_run_out, run_relay

@@ -27,12 +27,12 @@ from markupsafe import escape
 
 from checkout.extensions import db
 from checkout.gateway import SUCCEEDED, GatewayCharge
+from checkout.i18n import format_money
 from checkout.idempotency.models import IdempotencyEvent
 from checkout.lab.content import inline
 from checkout.lab.mistakes.catalog import BY_NAME, MISTAKES
 from checkout.lab.tables import LabOrder
 from checkout.shop.models import Order
-from checkout.shop.money import format_money
 from tests.conftest import LiveServer
 from tests.helpers import (
     ALICE,

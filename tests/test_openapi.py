@@ -9,7 +9,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 from openapi_spec_validator import validate
 
-from checkout.problems import PROBLEM_TYPES
+from checkout.errors import PROBLEM_TYPES
 
 
 @pytest.fixture

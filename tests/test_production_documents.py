@@ -11,9 +11,9 @@ from flask.testing import FlaskClient
 from openapi_spec_validator import validate
 
 from checkout import create_app
+from checkout.database import writing
 from checkout.extensions import db
 from checkout.shop.seed import seed
-from checkout.transactions import writing
 from tests.helpers import add_to_cart
 
 STRONG = "7d1f3b5a9c0e2d4f6a8b1c3e5f7a9b0d2c4e6f8a1b3d5c7e"

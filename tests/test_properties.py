@@ -28,10 +28,10 @@ from checkout.gateway.models import GatewayEvent
 from checkout.gateway.signing import HEADER, sign
 from checkout.gateway.webhooks import body_of
 from checkout.lab.tables import LabStock
-from checkout.mail.models import ORDER_CONFIRMATION, REFUND_RECEIPT, OutboxMessage
+from checkout.mail.outbox import ORDER_CONFIRMATION, REFUND_RECEIPT, OutboxMessage
 from checkout.shop.models import HOLDS_STOCK, REFUND_SUCCEEDED, REFUNDED, Order, OrderItem, Product, Refund
+from checkout.shop.placement import gateway, idempotency_settings
 from checkout.shop.reconcile import reconcile
-from checkout.shop.runtime import gateway, idempotency_settings
 from tests.helpers import (
     ALICE,
     ANSWER_LOST_CARD,

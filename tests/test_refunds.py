@@ -11,10 +11,10 @@ from flask import Flask
 from flask.testing import FlaskClient, FlaskCliRunner
 from sqlalchemy.exc import IntegrityError
 
+from checkout.database import writing
 from checkout.gateway import GatewayRefund, RefundExceedsCharge
 from checkout.shop.models import Order, Refund
-from checkout.shop.runtime import gateway
-from checkout.transactions import writing
+from checkout.shop.placement import gateway
 from tests.helpers import (
     ALICE,
     ANSWER_LOST_CARD,

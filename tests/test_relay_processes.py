@@ -17,7 +17,7 @@ from flask.testing import FlaskClient
 from honcho.environ import parse_procfile
 
 from checkout.gateway import GatewayEvent
-from checkout.mail.models import OutboxMessage
+from checkout.mail.outbox import OutboxMessage
 from checkout.shop.models import Order
 from tests.conftest import LiveServer, make_app
 from tests.helpers import ALICE, ANSWER_LOST_CARD, Ledger, order_body, post_order, wait_for

@@ -13,10 +13,10 @@ from flask import Flask
 from flask.testing import FlaskClient, FlaskCliRunner
 from sqlalchemy.exc import IntegrityError
 
+from checkout.database import writing
 from checkout.extensions import db
 from checkout.lab.tables import LabStock
 from checkout.shop.models import HOLDS_STOCK, Order, OrderItem, Product
-from checkout.transactions import writing
 from tests.helpers import (
     ALICE,
     BOB,

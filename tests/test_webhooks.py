@@ -14,14 +14,13 @@ import sqlalchemy as sa
 from flask import Flask
 from flask.testing import FlaskClient, FlaskCliRunner
 
-from checkout.database import utcnow
+from checkout.database import utcnow, writing
 from checkout.gateway import GatewayEvent
 from checkout.gateway.relay import deliverer
 from checkout.gateway.signing import HEADER, sign
 from checkout.gateway.webhooks import Deliverer
-from checkout.mail.models import OutboxMessage
+from checkout.mail.outbox import OutboxMessage
 from checkout.shop.models import Order, Refund, WebhookReceipt
-from checkout.transactions import writing
 from tests.conftest import LiveServer
 from tests.helpers import (
     ALICE,

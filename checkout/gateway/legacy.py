@@ -15,8 +15,8 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from checkout.database import insert_ignoring_conflicts, utcnow
-from checkout.gateway.cards import Behaviour, behaviour, digits_only, last4, luhn_valid
 from checkout.gateway.client import (
+    Behaviour,
     CardDeclined,
     Charge,
     GatewayTimeout,
@@ -24,7 +24,11 @@ from checkout.gateway.client import (
     InvalidAmount,
     InvalidCard,
     Ledger,
+    behaviour,
     charge_from_row,
+    digits_only,
+    last4,
+    luhn_valid,
 )
 from checkout.gateway.models import DECLINED, SUCCEEDED, GatewayCharge, GatewayFaultMark
 

@@ -1,4 +1,4 @@
-"""What an idempotency key may look like.
+"""What identifies a request: the key it carries, and the fingerprint stored with it.
 
 A key is 16 to 255 visible ASCII characters. Clients following the IETF
 draft send it as a structured-field string, in double quotes; we accept that
@@ -12,7 +12,12 @@ key, a retry carrying only one of them would pay again.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import json
 import re
+from collections.abc import Mapping
+from typing import Any
 
 _KEY = re.compile(r"[\x21-\x7e]{16,255}")
 
@@ -69,3 +74,17 @@ def _quoted(text: str) -> tuple[str, str]:
             out.append(char)
             index += 1
     raise MalformedKey("a quoted Idempotency-Key has no closing quote")
+
+
+def fingerprint(secret: str | bytes, method: str, endpoint: str, payload: Mapping[str, Any]) -> str:
+    """A retry must be the same request: an HMAC of the method, the endpoint and the validated, normalised
+    body, under a secret of its own (not SECRET_KEY), since the body covers a card number that must never be
+    recoverable from what is stored."""
+    canonical = json.dumps(
+        {"method": method.upper(), "endpoint": endpoint, "body": payload},
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+    key = secret.encode() if isinstance(secret, str) else secret
+    return hmac.new(key, canonical.encode(), hashlib.sha256).hexdigest()

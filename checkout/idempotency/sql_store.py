@@ -14,7 +14,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from checkout.database import insert_ignoring_conflicts, table_of, utcnow
+from checkout.database import insert_ignoring_conflicts, table_of, utcnow, writing
 from checkout.extensions import db
 from checkout.idempotency.audit import worker_name
 from checkout.idempotency.models import IdempotencyEvent, IdempotencyRecord
@@ -32,7 +32,6 @@ from checkout.idempotency.types import (
     Settings,
     StoredResponse,
 )
-from checkout.transactions import writing
 
 events = table_of(IdempotencyEvent)
 

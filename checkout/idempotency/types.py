@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from checkout.idempotency.operation import Operation
+    from checkout.idempotency.engine import Operation
 
 IN_PROGRESS = "in_progress"
 COMPLETED = "completed"

@@ -24,7 +24,7 @@ from flask.typing import ResponseReturnValue
 from checkout.database import table_of, utcnow
 from checkout.extensions import db
 from checkout.lab import lab_only
-from checkout.mail.models import OutboxMessage
+from checkout.mail.outbox import OutboxMessage
 from checkout.mail.relay import message_id
 from checkout.mail.transports import maildir_path
 

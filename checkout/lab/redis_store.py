@@ -19,7 +19,7 @@ import redis
 import sqlalchemy as sa
 from flask import Flask, current_app
 
-from checkout.database import utcnow
+from checkout.database import reading, utcnow, writing
 from checkout.extensions import db
 from checkout.gateway import Gateway
 from checkout.i18n import N_
@@ -32,7 +32,6 @@ from checkout.shop.models import PENDING, Customer, Order
 from checkout.shop.orders import by_public_id
 from checkout.shop.placement import PaymentEvent, settle
 from checkout.shop.reconcile import Reconciled, fence
-from checkout.transactions import reading, writing
 
 REDIS_PATH = "store:redis"
 REDIS_ENDPOINT = "POST /api/lab/stores/redis/orders"

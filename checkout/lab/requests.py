@@ -13,14 +13,14 @@ from typing import Any
 import sqlalchemy as sa
 from flask import Blueprint, Response, jsonify, request
 
+from checkout.errors import problem
 from checkout.extensions import db
 from checkout.idempotency.audit import REQUEST_TAG
 from checkout.idempotency.models import IdempotencyEvent
 from checkout.idempotency.types import Event
 from checkout.lab import lab_only
-from checkout.problems import problem
+from checkout.shop.placement import BROWSER_ENDPOINT
 from checkout.shop.refunds import BROWSER_REFUNDS
-from checkout.shop.responders import BROWSER_ENDPOINT
 
 bp = lab_only(Blueprint("lab_requests", __name__))
 

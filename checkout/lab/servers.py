@@ -20,10 +20,9 @@ import sqlalchemy as sa
 from flask import Flask
 from sqlalchemy.orm import Mapped, mapped_column
 
-from checkout.database import Base, UTCDateTime, insert_ignoring_conflicts, utcnow
+from checkout.database import Base, UTCDateTime, insert_ignoring_conflicts, utcnow, writing
 from checkout.extensions import db
 from checkout.idempotency.audit import worker_name
-from checkout.transactions import writing
 
 
 class LabWorker(Base):

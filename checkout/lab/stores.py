@@ -10,11 +10,11 @@ import redis
 from flask import Blueprint, Response, flash, redirect, render_template, request, url_for
 from flask.typing import ResponseReturnValue
 
+from checkout.errors import problem
 from checkout.extensions import csrf, db
 from checkout.i18n import _, ngettext
 from checkout.lab import damage, lab_only
 from checkout.lab.redis_store import REDIS_ENDPOINT, REDIS_PATH, RedisUnavailable, StoreStatus, status, store
-from checkout.problems import problem
 from checkout.shop.api import place_order
 from checkout.shop.forms import EmptyForm
 from checkout.shop.placement import SAFE

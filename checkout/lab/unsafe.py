@@ -16,6 +16,7 @@ from flask import Blueprint, Response, redirect, render_template, url_for
 from flask.typing import ResponseReturnValue
 from wtforms import HiddenField
 
+from checkout.database import writing
 from checkout.extensions import csrf_exempt
 from checkout.i18n import _
 from checkout.idempotency import Scope, run
@@ -28,10 +29,14 @@ from checkout.shop.carts import purchase_of
 from checkout.shop.forms import PaymentForm
 from checkout.shop.identity import browser_customer_id, browser_identity
 from checkout.shop.parsing import RequestedLine
-from checkout.shop.placement import OrderRequest, PlaceOrder, a_new_key_per_request
-from checkout.shop.responders import BrowserOutcome, BrowserResponder
-from checkout.shop.runtime import idempotency_settings
-from checkout.transactions import writing
+from checkout.shop.placement import (
+    BrowserOutcome,
+    BrowserResponder,
+    OrderRequest,
+    PlaceOrder,
+    a_new_key_per_request,
+    idempotency_settings,
+)
 
 bp = lab_only(Blueprint("unsafe", __name__))
 

@@ -39,9 +39,8 @@ from checkout.lab.mistakes.catalog import MISTAKES
 from checkout.shop import orders
 from checkout.shop.forms import EmptyForm
 from checkout.shop.identity import browser_identity
+from checkout.shop.placement import BROWSER_ENDPOINT, gateway, idempotency_settings
 from checkout.shop.reconcile import reconcile
-from checkout.shop.responders import BROWSER_ENDPOINT
-from checkout.shop.runtime import gateway, idempotency_settings
 
 bp = lab_only(Blueprint("lab", __name__))
 

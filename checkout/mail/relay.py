@@ -3,7 +3,7 @@
 The shop writes an email into the outbox in the transaction that makes it true
 (an order paid, a refund made): both commit, or neither. Sending is a second
 step, done later by this relay, because a mail server is slow or down at times
-and no transaction may wait for it (``checkout.transactions``).
+and no transaction may wait for it (``checkout.database``).
 
 One round, ``relay_once``:
 
@@ -71,10 +71,9 @@ from email.utils import format_datetime
 import sqlalchemy as sa
 from flask import current_app
 
-from checkout.database import table_of, utcnow
-from checkout.mail.models import OutboxMessage
+from checkout.database import assert_idle, reading, table_of, utcnow, writing
+from checkout.mail.outbox import OutboxMessage
 from checkout.mail.transports import MessageRefused, Transport, transport_for
-from checkout.transactions import assert_idle, reading, writing
 
 log = logging.getLogger(__name__)
 

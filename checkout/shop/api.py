@@ -16,24 +16,32 @@ from typing import Any
 import sqlalchemy as sa
 from flask import Blueprint, Response, request
 
+from checkout.errors import json_bytes, problem
 from checkout.extensions import csrf, db
 from checkout.idempotency import Phase, Scope, StoredResponse, parse_key, run
 from checkout.idempotency.keys import InvalidKey
 from checkout.idempotency.sql_store import SQL_STORE
 from checkout.idempotency.store import RecordStore
 from checkout.idempotency.types import Done, InProgress, Mismatch, Outcome, Refused, Unfinished
-from checkout.problems import json_bytes, problem
 from checkout.shop import parsing, payments
 from checkout.shop.identity import ApiCustomer, api_customer
 from checkout.shop.models import Product
 from checkout.shop.orders import refund_by_public_id, view_of
 from checkout.shop.orders_page import order_of, orders_of
-from checkout.shop.payments import PaymentRequest, PlacePayment, parse_payment
-from checkout.shop.placement import SAFE, OrderRequest, Pipeline, PlaceOrder, keyed_fingerprint
+from checkout.shop.parsing import parse_order
+from checkout.shop.payments import API_PAYMENTS, ApiPaymentResponder, PaymentRequest, PlacePayment, parse_payment
+from checkout.shop.placement import (
+    SAFE,
+    ApiResponder,
+    OrderRequest,
+    Pipeline,
+    PlaceOrder,
+    gateway,
+    idempotency_settings,
+    key_reused,
+    keyed_fingerprint,
+)
 from checkout.shop.refunds import API_REFUNDS, ApiRefundResponder, PlaceRefund, RefundRequest
-from checkout.shop.responders import API_PAYMENTS, ApiPaymentResponder, ApiResponder, key_reused
-from checkout.shop.runtime import gateway, idempotency_settings
-from checkout.shop.validation import parse_order
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 csrf.exempt(bp)  # bearer tokens are not cookies: no CSRF to forge

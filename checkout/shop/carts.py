@@ -17,11 +17,11 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from flask import session
 
-from checkout.database import dialect_insert, insert_ignoring_conflicts, utcnow
+from checkout.database import dialect_insert, insert_ignoring_conflicts, public_id, utcnow, writing
 from checkout.extensions import db
 from checkout.shop.identity import SESSION_CUSTOMER, browser_customer_id
-from checkout.shop.models import MAX_QUANTITY, Cart, CartKey, CartLine, Customer, Line, Product, public_id
-from checkout.transactions import writing
+from checkout.shop.models import MAX_QUANTITY, Cart, CartKey, CartLine, Customer, Product
+from checkout.shop.orders import Line
 
 SESSION_CART = "cart"
 CURRENCY = "USD"  # the catalog's one currency

@@ -13,8 +13,9 @@ from flask import Blueprint, abort, current_app, redirect, render_template, url_
 from flask.typing import ResponseReturnValue
 from flask_babel import gettext as _
 
+from checkout.database import writing
 from checkout.extensions import db
-from checkout.gateway.cards import TEST_CARDS, pretty
+from checkout.gateway.client import TEST_CARDS, pretty
 from checkout.idempotency import Scope, fingerprint, parse_key, peek, run
 from checkout.idempotency.keys import InvalidKey
 from checkout.idempotency.types import Done, InProgress, Mismatch, Outcome, RecordView, Refused, Unfinished
@@ -22,12 +23,21 @@ from checkout.shop import carts
 from checkout.shop.carts import CartView, purchase_of
 from checkout.shop.forms import CheckoutForm
 from checkout.shop.identity import browser_customer_id, browser_identity, known_browser_customer_id
-from checkout.shop.models import PENDING, WAS_PAID, Line, Order, Product
+from checkout.shop.models import PENDING, WAS_PAID, Order, Product
+from checkout.shop.orders import Line
 from checkout.shop.orders_page import remember_replay
-from checkout.shop.placement import BROWSER, CartVersion, OrderRequest, PlaceOrder, find_order
-from checkout.shop.responders import BROWSER_ENDPOINT, BrowserOutcome, BrowserResponder
-from checkout.shop.runtime import fingerprint_secret, idempotency_settings
-from checkout.transactions import writing
+from checkout.shop.placement import (
+    BROWSER,
+    BROWSER_ENDPOINT,
+    BrowserOutcome,
+    BrowserResponder,
+    CartVersion,
+    OrderRequest,
+    PlaceOrder,
+    find_order,
+    fingerprint_secret,
+    idempotency_settings,
+)
 
 bp = Blueprint("checkout", __name__)
 

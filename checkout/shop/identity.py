@@ -1,17 +1,37 @@
-"""Who is asking: an anonymous customer per browser session, or an API token."""
+"""Who is asking: an anonymous customer per browser session, or an API token; and whom a request counts
+against for the rate limits (the token's customer, else the address: made-up tokens buy no budget)."""
 
 from __future__ import annotations
 
+import hashlib
+import logging
 from dataclasses import dataclass
 
 import sqlalchemy as sa
 from flask import g, request, session
+from flask_limiter.util import get_remote_address
 
-from checkout.database import insert_ignoring_conflicts, utcnow
+from checkout.database import insert_ignoring_conflicts, public_id, utcnow
 from checkout.extensions import db
-from checkout.shop.models import Customer, hash_token, public_id
+from checkout.shop.models import Customer
 
 SESSION_CUSTOMER = "customer"
+
+log = logging.getLogger(__name__)
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def identify_browser() -> None:
+    """An anonymous customer per browser session, from the first visit (API clients use tokens)."""
+    if (
+        request.blueprint not in ("api", "webhooks", "metrics")  # a scraper is nobody's browser
+        and request.endpoint != "static"
+        and not request.path.startswith("/api/")
+    ):
+        browser_identity()
 
 
 def browser_identity() -> str:
@@ -76,3 +96,35 @@ def api_customer() -> ApiCustomer | None:
     customer = ApiCustomer(row.id, row.public_id) if row is not None else None
     setattr(g, _LOOKED_UP, (this_request, customer))
     return customer
+
+
+def client_key() -> str:
+    """Whom a request counts against: the customer whose bearer token it carries, else its address."""
+    customer = _token_holder() if bearer_token() is not None else None
+    if customer is not None:
+        return "customer:" + customer.public_id
+    return "address:" + (get_remote_address() or "unknown")
+
+
+def _token_holder() -> ApiCustomer | None:
+    """The token's customer (one indexed read, kept for the view on flask.g), with the read over after it.
+
+    The view may call the gateway, which needs no transaction open (checkout.database), and
+    Flask-Limiter takes an exception here for its storage failing: a database that does not answer
+    counts the request by its address, and the view meets the database's error itself.
+    """
+    session = db.session()
+    already_open = session.in_transaction()
+    try:
+        return api_customer()
+    except sa.exc.SQLAlchemyError as error:
+        log.warning("rate limit: the token's customer could not be read (%s); counting by address", error)
+        return None
+    finally:
+        if not already_open:
+            session.rollback()
+
+
+def counts_against_nobody() -> bool:
+    """Static files, and the gateway's signed webhooks (it retries on its own schedule), spend no budget."""
+    return request.endpoint in ("static", "webhooks.receive")

@@ -7,17 +7,13 @@ Design: docs/design.md#checkoutshopmodelspy-the-unique-constraints
 
 from __future__ import annotations
 
-import hashlib
-import secrets
-from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from checkout.database import Base, BigId, UTCDateTime, utcnow
+from checkout.database import Base, BigId, UTCDateTime, public_id, utcnow
 
 PENDING = "pending"
 PAID = "paid"
@@ -36,15 +32,6 @@ REFUND_PENDING = "pending"
 REFUND_SUCCEEDED = "succeeded"
 
 MAX_QUANTITY = 99
-
-
-def public_id(prefix: str) -> str:
-    """Random public ids: nobody can guess or count another customer's orders."""
-    return f"{prefix}_{secrets.token_hex(10)}"
-
-
-def hash_token(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
 
 
 class Product(Base):
@@ -273,21 +260,3 @@ class Payment(Base):
     charge_id: Mapped[str | None] = mapped_column(sa.String(32))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
-
-
-@dataclass(frozen=True)
-class Line:
-    """A line of what is being bought, priced: the one shape the cart, the API and the order share."""
-
-    sku: str
-    name: str
-    quantity: int
-    unit_price_cents: int
-
-    @property
-    def total_cents(self) -> int:
-        return self.quantity * self.unit_price_cents
-
-
-def total_of(lines: Iterable[Line]) -> int:
-    return sum(line.total_cents for line in lines)

@@ -1,4 +1,5 @@
-"""Orders as plain values: inserted, read, moved from pending to an outcome, and turned into JSON.
+"""Orders as plain values: inserted, read, moved from pending to an outcome, turned into JSON; their stock
+and their emails.
 
 The payment's phases work with ``OrderView`` values and Core statements, not
 ORM objects: a value copied out of a transaction can cross the gateway call
@@ -8,18 +9,21 @@ unit of work.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
 from blinker import Namespace
+from flask_babel import force_locale
+from flask_babel import gettext as _
 
 from checkout.database import insert_ignoring_conflicts, table_of, utcnow
 from checkout.extensions import db
-from checkout.i18n import current_language
-from checkout.shop.models import PENDING, Line, Order, OrderItem, Refund
+from checkout.i18n import current_language, format_money
+from checkout.mail.outbox import ORDER_CONFIRMATION, REFUND_RECEIPT, enqueue
+from checkout.shop.models import PENDING, Order, OrderItem, Product, Refund
 
 orders = table_of(Order)
 
@@ -31,6 +35,24 @@ refund_placed = _signals.signal("refund-placed")
 stocked = _signals.signal("stocked")
 order_items = table_of(OrderItem)
 refunds = table_of(Refund)
+
+
+@dataclass(frozen=True)
+class Line:
+    """A line of what is being bought, priced: the one shape the cart, the API and the order share."""
+
+    sku: str
+    name: str
+    quantity: int
+    unit_price_cents: int
+
+    @property
+    def total_cents(self) -> int:
+        return self.quantity * self.unit_price_cents
+
+
+def total_of(lines: Iterable[Line]) -> int:
+    return sum(line.total_cents for line in lines)
 
 
 @dataclass(frozen=True)
@@ -254,3 +276,104 @@ def refundable_cents(order: OrderView) -> int:
 def mark_cart_moved_on(order: OrderView) -> None:
     """Paid after the shopper changed the cart: the checkout will say this earlier payment went through."""
     db.session.execute(sa.update(orders).where(orders.c.id == order.id).values(cart_moved_on=True))
+
+
+# --- stock ------------------------------------------------------------------------------------
+# Stock: taken by the order's own transaction, given back once if the order ends unpaid.
+#
+# Taking is a conditional UPDATE per line (``stock >= quantity``): two shoppers
+# racing for the last item cannot both get it, and a CHECK keeps stock from
+# ever going below zero. Giving back happens in the transaction that ends the
+# order unpaid, and only there, guarded by the order's own conditional status
+# change: so exactly once.
+
+products = table_of(Product)
+
+_TAKE = (
+    sa.update(products)
+    .where(products.c.sku == sa.bindparam("_sku"), products.c.stock >= sa.bindparam("_quantity"))
+    .values(stock=products.c.stock - sa.bindparam("_quantity"))
+    .returning(products.c.sku)
+)
+_GIVE_BACK = (
+    sa.update(products)
+    .where(products.c.sku == sa.bindparam("_sku"))
+    .values(stock=products.c.stock + sa.bindparam("_quantity"))
+)
+
+
+def take_stock(lines: Sequence[Line]) -> list[str]:
+    """Take the lines' quantities off the shelf; the SKUs short of stock (then nothing is taken)."""
+    taken: list[Line] = []
+    short: list[str] = []
+    # Always in SKU order: two orders of the same products lock their rows in one order, never a deadlock.
+    for line in sorted(lines, key=lambda line: line.sku):
+        if db.session.execute(_TAKE, {"_sku": line.sku, "_quantity": line.quantity}).first() is None:
+            short.append(line.sku)
+        else:
+            taken.append(line)
+    if short:
+        _give_back(taken)  # all or nothing, in this same transaction
+    return short
+
+
+def _give_back(lines: Sequence[Line]) -> None:
+    if lines:
+        ordered = sorted(lines, key=lambda line: line.sku)  # the lock order of take()
+        db.session.execute(_GIVE_BACK, [{"_sku": line.sku, "_quantity": line.quantity} for line in ordered])
+
+
+def give_back_stock(order_id: int) -> None:
+    """The order ended unpaid: its quantities go back on the shelf (the caller changed its status first)."""
+    rows = db.session.execute(sa.select(OrderItem.sku, OrderItem.quantity).where(OrderItem.order_id == order_id)).all()
+    _give_back([Line(sku, "", quantity, 0) for sku, quantity in rows])
+
+
+# --- emails -----------------------------------------------------------------------------------
+# The shop's two emails, written into the outbox in the transaction that makes them true.
+
+
+def order_confirmation(order: OrderView) -> None:
+    with force_locale(order.language):  # the shopper's, whichever request (or webhook) pays
+        _order_confirmation(order)
+
+
+def _order_confirmation(order: OrderView) -> None:
+    lines = "\n".join(
+        f"  {line.quantity} x {_(line.name)}  {format_money(line.total_cents, order.currency)}" for line in order.items
+    )
+    enqueue(
+        ORDER_CONFIRMATION,
+        order.public_id,
+        order.email,
+        _("Your order %(order)s is paid", order=order.public_id),
+        _("Thank you for your order %(order)s.", order=order.public_id)
+        + f"\n\n{lines}\n\n"
+        + _(
+            "Total charged, once: %(total)s (charge %(charge)s).",
+            total=format_money(order.total_cents, order.currency),
+            charge=order.charge_id,
+        )
+        + "\n",
+    )
+
+
+def refund_receipt(refund_id: str, amount_cents: int, currency: str, order: OrderView) -> None:
+    with force_locale(order.language):
+        _refund_receipt(refund_id, amount_cents, currency, order)
+
+
+def _refund_receipt(refund_id: str, amount_cents: int, currency: str, order: OrderView) -> None:
+    enqueue(
+        REFUND_RECEIPT,
+        refund_id,
+        order.email,
+        _("Refund %(refund)s for order %(order)s", refund=refund_id, order=order.public_id),
+        _(
+            "We refunded %(amount)s of your order %(order)s (refund %(refund)s).",
+            amount=format_money(amount_cents, currency),
+            order=order.public_id,
+            refund=refund_id,
+        )
+        + "\n",
+    )

@@ -18,6 +18,7 @@ from flask.typing import ResponseReturnValue
 from flask_babel import gettext as _
 
 from checkout.extensions import db
+from checkout.i18n import format_money
 from checkout.idempotency import Scope, fingerprint, parse_key, peek, run
 from checkout.idempotency.keys import InvalidKey
 from checkout.idempotency.types import Done, InProgress, Mismatch, Outcome, Refused, Unfinished
@@ -25,11 +26,9 @@ from checkout.shop import parsing
 from checkout.shop.forms import CheckoutForm, RefundForm
 from checkout.shop.identity import browser_identity, known_browser_customer_id
 from checkout.shop.models import PENDING, REFUNDABLE, Order
-from checkout.shop.money import format_money
 from checkout.shop.orders import refunds, refunds_where
+from checkout.shop.placement import BROWSER_ENDPOINT, fingerprint_secret, gateway, idempotency_settings
 from checkout.shop.refunds import BROWSER_REFUNDS, BrowserRefundResponder, PlaceRefund, RefundRequest
-from checkout.shop.responders import BROWSER_ENDPOINT
-from checkout.shop.runtime import fingerprint_secret, gateway, idempotency_settings
 
 bp = Blueprint("orders", __name__)
 

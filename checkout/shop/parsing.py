@@ -1,20 +1,26 @@
-"""Small parsers for what a client sends, shared by the JSON API and the forms.
+"""What a client sends: small parsers shared by the JSON API and the forms, then an API order body.
 
-Each takes a raw value (any JSON value, or a form string) and returns the
-clean value, or raises ``Invalid`` with a message for that field. Text never
-holds a NUL or a lone surrogate (neither can be stored or encoded), card
-numbers are ASCII digits, and nothing here touches the database.
+Each parser takes a raw value (any JSON value, or a form string) and returns the clean value, or raises
+``Invalid`` with a message for that field. Text never holds a NUL or a lone surrogate (neither can be stored or
+encoded), card numbers are ASCII digits. An order body is parsed with no database (the fingerprint covers the
+parsed, normalised body, so a replay is answered without the catalog), and priced from the catalog only when an
+order is really placed, inside the claim's own transaction.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
+import sqlalchemy as sa
 from email_validator import EmailNotValidError, validate_email
 
-from checkout.gateway.cards import digits_only, luhn_valid
-from checkout.shop.models import MAX_QUANTITY
+from checkout.extensions import db
+from checkout.gateway.client import digits_only, luhn_valid
+from checkout.shop.models import MAX_QUANTITY, Product
+from checkout.shop.orders import Line
 
 MAX_LINES = 50
 _SKU = re.compile(r"[A-Z0-9][A-Z0-9-]{0,31}")
@@ -146,3 +152,78 @@ def amount_in_dollars(raw: object) -> int | None:
     if len(fraction) > 2 or len(whole) > 7:
         raise Invalid("must be an amount like 14.00")
     return amount_cents(int(whole) * 100 + int((fraction + "00")[:2]))
+
+
+# --- an API order body: parsed, then priced ----------------------------------------------
+
+Errors = dict[str, list[str]]
+
+
+@dataclass(frozen=True)
+class ParsedOrder:
+    items: tuple[RequestedLine, ...]
+    email: str
+    card_number: str
+    purchase: str | None = None  # the client's purchase reference, if it sends one
+
+    def normalized(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "items": [{"sku": item.sku, "quantity": item.quantity} for item in self.items],
+            "email": self.email,
+            "card_number": self.card_number,
+        }
+        if self.purchase is not None:
+            body["purchase"] = self.purchase
+        return body
+
+
+@dataclass(frozen=True)
+class PricedLines:
+    lines: tuple[Line, ...]
+    currency: str
+
+
+def _field(errors: Errors, name: str, parse: Any, raw: object) -> Any:
+    try:
+        return parse(raw)
+    except Invalid as error:
+        errors[name] = [str(error)]
+        return None
+
+
+def parse_order(body: Any) -> tuple[ParsedOrder | None, Errors]:
+    """The order as sent, or the errors per field (``items[0].sku`` style); nothing is read from the database."""
+    if not isinstance(body, dict):
+        return None, {"body": ["must be a JSON object"]}
+    requested, errors = items(body.get("items"))
+    address = _field(errors, "email", email, body.get("email"))
+    card = _field(errors, "card_number", card_number, body.get("card_number"))
+    reference = _field(errors, "purchase", purchase, body.get("purchase"))
+    if errors:
+        return None, {**errors, **price(requested)[1]}  # report unknown SKUs in the same answer
+    return ParsedOrder(tuple(requested), address, card, reference), {}
+
+
+def price(items: Sequence[RequestedLine]) -> tuple[PricedLines | None, Errors]:
+    """The lines at today's prices, or the errors of the items the catalog does not know."""
+    if not items:
+        return None, {}
+    skus = {item.sku for item in items}
+    products = {
+        row.sku: row
+        for row in db.session.execute(
+            sa.select(Product.sku, Product.name, Product.price_cents, Product.currency).where(Product.sku.in_(skus))
+        )
+    }
+    errors: Errors = {}
+    for item in items:
+        if item.sku not in products:
+            errors[f"items[{item.index}].sku"] = [f"unknown sku {item.sku!r}"]
+    if len({product.currency for product in products.values()}) > 1:
+        errors["items"] = ["all items must share one currency"]
+    if errors:
+        return None, errors
+    lines = tuple(
+        Line(item.sku, products[item.sku].name, item.quantity, products[item.sku].price_cents) for item in items
+    )
+    return PricedLines(lines, products[items[0].sku].currency), {}

@@ -15,7 +15,8 @@ from typing import Any, Protocol
 
 import sqlalchemy as sa
 
-from checkout.database import insert_ignoring_conflicts, table_of, utcnow
+from checkout.database import insert_ignoring_conflicts, public_id, reading, table_of, utcnow
+from checkout.errors import json_bytes
 from checkout.extensions import db
 from checkout.gateway import Gateway
 from checkout.idempotency import Complete, MoveTo, Operation, Phase, Refuse, StoredResponse
@@ -30,11 +31,10 @@ from checkout.shop.models import (
     PAYMENT_PENDING,
     PAYMENT_SUCCEEDED,
     Payment,
-    public_id,
 )
-from checkout.shop.placement import ALREADY_FINAL, GatewayAnswer, ask
-from checkout.transactions import reading
+from checkout.shop.placement import ALREADY_FINAL, GatewayAnswer, ask, key_reused, stored_problem
 
+API_PAYMENTS = "POST /api/payments"
 PAYMENT_CREATED = "payment_created"
 PAYMENT_PREFIX = "pay"
 # The card a payment is made with when the body names none: the gateway's success test card.
@@ -289,6 +289,78 @@ def answer_for(payment: PaymentView, respond: PaymentResponder) -> StoredRespons
     if payment.status == PAYMENT_FAILED:
         return respond.abandoned(payment)
     raise ValueError(f"payment {payment.public_id} has no outcome yet ({payment.status})")
+
+
+class ApiPaymentResponder:
+    """POST /api/payments: JSON, stored byte for byte and replayed as it is.
+
+    Problems name the payment as ``payment_id`` (as the 409 and 503 of the engine do) and the
+    client's order reference as ``order_id``; ``order-already-paid`` also gives the existing
+    payment as ``id``, the field a client reads from the payment itself.
+    """
+
+    def paid(self, payment: PaymentView) -> StoredResponse:
+        return StoredResponse(
+            201, {"Content-Type": "application/json", "Location": payment.location}, json_bytes(payment.to_json())
+        )
+
+    def declined(self, payment: PaymentView) -> StoredResponse:
+        return stored_problem(
+            402,
+            "Card declined",
+            "The card was declined. Nothing was charged; pay this order again with a new Idempotency-Key.",
+            "card-declined",
+            payment_id=payment.public_id,
+            order_id=payment.order_ref,
+        )
+
+    def abandoned(self, payment: PaymentView) -> StoredResponse:
+        return stored_problem(
+            402,
+            "Payment not completed",
+            "This payment was abandoned before the gateway charged it, and nothing was charged. "
+            "Pay this order again with a new Idempotency-Key.",
+            "payment-abandoned",
+            payment_id=payment.public_id,
+            order_id=payment.order_ref,
+        )
+
+    def already_paid(self, payment: PaymentView) -> StoredResponse:
+        return stored_problem(
+            409,
+            "Order already paid",
+            f"Order {payment.order_ref} is already paid by payment {payment.public_id}: nothing was charged.",
+            "order-already-paid",
+            id=payment.public_id,
+            payment_id=payment.public_id,
+            order_id=payment.order_ref,
+        )
+
+    def paying_elsewhere(self, payment: PaymentView | None) -> StoredResponse:
+        answer = stored_problem(
+            409,
+            "Order payment in progress",
+            "Another request, with another Idempotency-Key, is paying this order right now. Nothing was "
+            "charged under this key; retry later with the same key to learn whether the order got paid.",
+            "order-payment-in-progress",
+            payment_id=payment.public_id if payment else None,
+            order_id=payment.order_ref if payment else None,
+        )
+        return StoredResponse(answer.status, {**answer.headers, "Retry-After": "1"}, answer.body)
+
+    def in_progress(self, payment: PaymentView) -> StoredResponse:
+        answer = stored_problem(
+            409,
+            "Request in progress",
+            "A request with this Idempotency-Key is still paying this order; retry later.",
+            "idempotency-request-in-progress",
+            payment_id=payment.public_id,
+            order_id=payment.order_ref,
+        )
+        return StoredResponse(answer.status, {**answer.headers, "Retry-After": "1"}, answer.body)
+
+    def key_reused(self) -> StoredResponse:
+        return key_reused()
 
 
 # --- the phases ------------------------------------------------------------------------------

@@ -8,14 +8,18 @@ Design: docs/design.md#checkoutshopplacementpy-placing-an-order-in-phases
 from __future__ import annotations
 
 import enum
+import json
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import sqlalchemy as sa
+from flask import current_app
 
-from checkout.gateway import CardDeclined, Charge, GatewayTimeout, GatewayUnavailable, KeyVoided
+from checkout.database import public_id, reading
+from checkout.errors import json_bytes, problem
+from checkout.gateway import CardDeclined, Charge, Gateway, GatewayTimeout, GatewayUnavailable, KeyVoided
 from checkout.i18n import N_
 from checkout.idempotency import (
     Complete,
@@ -25,20 +29,20 @@ from checkout.idempotency import (
     Refuse,
     RetryLater,
     Scope,
+    Settings,
     StoredResponse,
     fingerprint,
 )
 from checkout.idempotency.sql_store import SQL_STORE
 from checkout.idempotency.store import RecordStore
 from checkout.idempotency.types import STARTED, Step
-from checkout.shop import carts, emails, orders, stock
-from checkout.shop.models import DECLINED, FAILED, PAID, PENDING, WAS_PAID, Line, public_id, total_of
-from checkout.shop.orders import OrderView
-from checkout.shop.parsing import RequestedLine
-from checkout.shop.responders import API_ENDPOINT, BROWSER_ENDPOINT, Responder
-from checkout.shop.runtime import fingerprint_secret, gateway
-from checkout.shop.validation import price
-from checkout.transactions import reading
+from checkout.shop import carts, orders
+from checkout.shop.models import DECLINED, FAILED, PAID, PENDING, WAS_PAID
+from checkout.shop.orders import Line, OrderView, total_of
+from checkout.shop.parsing import RequestedLine, price
+
+API_ENDPOINT = "POST /api/orders"
+BROWSER_ENDPOINT = "POST /checkout"
 
 ORDER_CREATED = "order_created"
 
@@ -96,6 +100,28 @@ ALREADY_FINAL = GatewayAnswer("already_final")
 
 def gateway_key_for(order_public_id: str) -> str:
     return f"charge-{order_public_id}"
+
+
+# --- the app's configured collaborators ---------------------------------------------------
+
+
+def idempotency_settings() -> Settings:
+    config = current_app.config
+    return Settings(
+        lease_seconds=float(config["CHECKOUT_LEASE_SECONDS"]),
+        lifetime_seconds=float(config["CHECKOUT_KEY_LIFETIME_SECONDS"]),
+        waiters_per_key=int(config["CHECKOUT_WAITERS_PER_KEY"]),
+    )
+
+
+def gateway() -> Gateway:
+    gw: Gateway = current_app.extensions["checkout.gateway"]
+    return gw
+
+
+def fingerprint_secret() -> str:
+    """Its own secret, not SECRET_KEY: the fingerprints cover card numbers."""
+    return str(current_app.config["CHECKOUT_FINGERPRINT_SECRET"])
 
 
 # --- the pipeline: one way to take a payment, its parts as parameters ----------------------
@@ -266,7 +292,7 @@ class PlaceOrder:
                 return MoveTo(ORDER_CREATED)
             operation.note(PaymentEvent.ALREADY_FINAL, order_id=order.public_id, status=order.status)
             return Complete(answer_for(order, self.respond))
-        short = stock.take(lines)
+        short = orders.take_stock(lines)
         if short:
             orders.withdraw(order)  # inserted a moment ago in this transaction: as if it never was
             # Final under this key, like a decline: stored and replayed. (A browser's cart version
@@ -373,9 +399,9 @@ def end_order(order: OrderView, status: str, charge_id: str | None) -> OrderView
     if ended.status == PAID:
         if cart_id is not None and version is not None and not carts.close_paid_version(cart_id, version):
             orders.mark_cart_moved_on(ended)
-        emails.order_confirmation(ended)
+        orders.order_confirmation(ended)
     else:
-        stock.give_back_order(ended.id)
+        orders.give_back_stock(ended.id)
         if cart_id is not None and version is not None:
             carts.retire_version(cart_id, version)
     return ended
@@ -408,3 +434,143 @@ def answer_for(order: OrderView, respond: Responder) -> StoredResponse:
     if order.status == FAILED:
         return respond.abandoned(order)
     raise ValueError(f"order {order.public_id} has no outcome yet ({order.status})")
+
+
+# --- the answers: stored with the record and replayed, so built from the order alone ----------
+# (reconcile builds them from the command line, with no request at all)
+
+
+def stored_problem(status: int, title: str, detail: str, type_: str, **extra: Any) -> StoredResponse:
+    """A problem+json answer as it is stored with a record, byte for byte."""
+    response = problem(status, title, detail, type_=type_, **extra)
+    return StoredResponse(status, {"Content-Type": "application/problem+json"}, response.get_data())
+
+
+def key_reused() -> StoredResponse:
+    """The key was first used with a different request (every idempotent endpoint of the API)."""
+    return stored_problem(
+        422,
+        "Idempotency-Key reused",
+        "This Idempotency-Key was used with a different request; use a new key.",
+        "idempotency-key-reused",
+    )
+
+
+class Responder(Protocol):
+    def paid(self, order: OrderView) -> StoredResponse: ...
+
+    def declined(self, order: OrderView) -> StoredResponse: ...
+
+    def abandoned(self, order: OrderView) -> StoredResponse: ...
+
+    def out_of_date(self, reason: str) -> StoredResponse: ...
+
+    def in_progress(self, order: OrderView) -> StoredResponse: ...
+
+    def invalid(self, errors: dict[str, list[str]]) -> StoredResponse: ...
+
+    def out_of_stock(self, skus: list[str]) -> StoredResponse: ...
+
+
+class ApiResponder:
+    """JSON, stored byte for byte and replayed as it is."""
+
+    def paid(self, order: OrderView) -> StoredResponse:
+        return StoredResponse(
+            201,
+            {"Content-Type": "application/json", "Location": f"/api/orders/{order.public_id}"},
+            json_bytes(order.to_json()),
+        )
+
+    def declined(self, order: OrderView) -> StoredResponse:
+        return stored_problem(
+            402,
+            "Card declined",
+            "The card was declined. Nothing was charged.",
+            "card-declined",
+            order_id=order.public_id,
+        )
+
+    def abandoned(self, order: OrderView) -> StoredResponse:
+        return stored_problem(
+            402,
+            "Payment not completed",
+            "This payment was abandoned before the gateway charged it, and nothing was "
+            "charged. Place the order again with a new Idempotency-Key.",
+            "payment-abandoned",
+            order_id=order.public_id,
+        )
+
+    def out_of_date(self, reason: str) -> StoredResponse:
+        return stored_problem(422, "Order out of date", reason, "order-out-of-date")
+
+    def in_progress(self, order: OrderView) -> StoredResponse:
+        answer = stored_problem(
+            409,
+            "Request in progress",
+            "Another request is placing this order right now; retry later.",
+            "idempotency-request-in-progress",
+            order_id=order.public_id,
+        )
+        return StoredResponse(answer.status, {**answer.headers, "Retry-After": "1"}, answer.body)
+
+    def invalid(self, errors: dict[str, list[str]]) -> StoredResponse:
+        return stored_problem(422, "Invalid order", "Some fields are invalid.", "validation-error", errors=errors)
+
+    def out_of_stock(self, skus: list[str]) -> StoredResponse:
+        return stored_problem(
+            422,
+            "Out of stock",
+            "Not enough stock for: " + ", ".join(skus) + ". Nothing was charged.",
+            "out-of-stock",
+            skus=skus,
+        )
+
+
+@dataclass(frozen=True)
+class BrowserOutcome:
+    """The browser endpoint stores what happened, typed; the checkout view renders the page from it."""
+
+    outcome: str  # paid, declined, abandoned, out_of_stock, out_of_date, in_progress
+    order_id: str | None = None
+    key: str | None = None  # in_progress: the key of the operation that is placing the order
+    reason: str | None = None
+    skus: list[str] | None = None  # out_of_stock: what ran out
+
+    @classmethod
+    def from_stored(cls, response: StoredResponse) -> BrowserOutcome:
+        return cls(**json.loads(response.body))
+
+    def stored(self, status: int) -> StoredResponse:
+        body = {name: value for name, value in self.__dict__.items() if value is not None}
+        return StoredResponse(status, {"Content-Type": "application/json"}, json_bytes(body))
+
+    @property
+    def order_url(self) -> str | None:
+        return f"/orders/{self.order_id}" if self.order_id else None
+
+
+class BrowserResponder:
+    def paid(self, order: OrderView) -> StoredResponse:
+        return BrowserOutcome("paid", order.public_id).stored(303)
+
+    def declined(self, order: OrderView) -> StoredResponse:
+        return BrowserOutcome("declined", order.public_id).stored(402)
+
+    def abandoned(self, order: OrderView) -> StoredResponse:
+        return BrowserOutcome("abandoned", order.public_id).stored(402)
+
+    def out_of_date(self, reason: str) -> StoredResponse:
+        return BrowserOutcome("out_of_date", reason=reason).stored(422)
+
+    def in_progress(self, order: OrderView) -> StoredResponse:
+        return BrowserOutcome("in_progress", order.public_id, key=order.idempotency_key).stored(202)
+
+    def invalid(self, errors: dict[str, list[str]]) -> StoredResponse:
+        return BrowserOutcome("out_of_date", reason=N_("Something in your cart is no longer sold.")).stored(422)
+
+    def out_of_stock(self, skus: list[str]) -> StoredResponse:
+        return BrowserOutcome("out_of_stock", skus=skus).stored(422)
+
+
+RESPONDERS: dict[str, Responder] = {API_ENDPOINT: ApiResponder(), BROWSER_ENDPOINT: BrowserResponder()}

@@ -12,13 +12,15 @@ from dataclasses import dataclass
 
 from flask import current_app
 
+from checkout.database import reading
 from checkout.gateway import Gateway
 from checkout.idempotency import Complete, RetryLater, Settings, take_over
 from checkout.idempotency.engine import abandoned
 from checkout.idempotency.types import Event, LeaseLost, RecordView
 from checkout.shop import orders, payments
 from checkout.shop.orders import OrderView
-from checkout.shop.placement import GatewayAnswer, PaymentEvent, finish
+from checkout.shop.payments import API_PAYMENTS, ApiPaymentResponder
+from checkout.shop.placement import RESPONDERS, GatewayAnswer, PaymentEvent, finish
 from checkout.shop.refunds import (
     API_REFUNDS,
     BROWSER_REFUNDS,
@@ -28,8 +30,6 @@ from checkout.shop.refunds import (
     mark_refunded,
 )
 from checkout.shop.refunds import call_gateway as call_refund
-from checkout.shop.responders import API_PAYMENTS, RESPONDERS, ApiPaymentResponder
-from checkout.transactions import reading
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,9 @@ import sqlalchemy as sa
 
 from checkout.extensions import db
 from checkout.gateway import SUCCEEDED, GatewayCharge
-from checkout.i18n import N_, _, ngettext
+from checkout.i18n import N_, _, format_money, ngettext
 from checkout.shop.labels import status_label
 from checkout.shop.models import PAYMENT_SUCCEEDED, WAS_PAID, Order, Payment
-from checkout.shop.money import format_money
 
 # The kinds are identifiers too (the CLI prints them in English); the lab page shows them translated.
 PAID_WITHOUT_CHARGE = N_("paid order without a charge")

@@ -13,15 +13,15 @@ from typing import Protocol
 
 import sqlalchemy as sa
 
-from checkout.database import table_of, utcnow
+from checkout.database import assert_idle, public_id, reading, table_of, utcnow
+from checkout.errors import json_bytes, problem
 from checkout.extensions import db
 from checkout.gateway import Gateway, GatewayTimeout, GatewayUnavailable
 from checkout.gateway import Refund as GatewayRefundAnswer
 from checkout.i18n import N_
 from checkout.idempotency import Complete, MoveTo, Operation, Phase, Refuse, RetryLater, StoredResponse
 from checkout.idempotency.types import STARTED, Step
-from checkout.problems import json_bytes, problem
-from checkout.shop import emails, orders
+from checkout.shop import orders
 from checkout.shop.models import (
     PARTIALLY_REFUNDED,
     REFUND_PENDING,
@@ -31,10 +31,8 @@ from checkout.shop.models import (
     WAS_PAID,
     Order,
     Refund,
-    public_id,
 )
 from checkout.shop.orders import OrderView, RefundView
-from checkout.transactions import assert_idle, reading
 
 REFUND_CREATED = "refund_created"
 API_REFUNDS = "POST /api/orders/<order_id>/refunds"
@@ -290,5 +288,5 @@ def mark_refunded(refund: RefundView, gateway_refund_id: str) -> bool:
         return False
     order = orders.by_public_id(refund.order_public_id)
     assert order is not None
-    emails.refund_receipt(refund.public_id, refund.amount_cents, refund.currency, order)
+    orders.refund_receipt(refund.public_id, refund.amount_cents, refund.currency, order)
     return True

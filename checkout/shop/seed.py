@@ -8,7 +8,8 @@ from checkout.database import insert_ignoring_conflicts, utcnow
 from checkout.extensions import db
 from checkout.i18n import N_
 from checkout.shop import orders
-from checkout.shop.models import Customer, Product, hash_token
+from checkout.shop.identity import hash_token
+from checkout.shop.models import Customer, Product
 
 # Enough for the mass test and the benchmarks, run again and again; the last product has one.
 PLENTY = 100_000

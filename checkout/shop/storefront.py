@@ -3,28 +3,20 @@
 from __future__ import annotations
 
 import sqlalchemy as sa
-from flask import Blueprint, flash, redirect, render_template, request, url_for
+from flask import Blueprint, flash, redirect, render_template, url_for
 from flask.typing import ResponseReturnValue
 from flask_babel import gettext as _
 
 from checkout.extensions import db
 from checkout.shop import carts, parsing
 from checkout.shop.forms import AddToCartForm, EmptyForm
-from checkout.shop.identity import browser_identity
+from checkout.shop.identity import identify_browser
 from checkout.shop.models import Product
 
 bp = Blueprint("shop", __name__)
 
 
-@bp.before_app_request
-def _identify() -> None:
-    """An anonymous customer per browser session, from the first visit (API clients use tokens)."""
-    if (
-        request.blueprint not in ("api", "webhooks", "metrics")  # a scraper is nobody's browser
-        and request.endpoint != "static"
-        and not request.path.startswith("/api/")
-    ):
-        browser_identity()
+bp.before_app_request(identify_browser)
 
 
 @bp.get("/")

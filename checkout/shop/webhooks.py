@@ -14,14 +14,13 @@ import sqlalchemy as sa
 from flask import Blueprint, Response, current_app, request
 
 from checkout import metrics
-from checkout.database import insert_ignoring_conflicts, table_of, utcnow
+from checkout.database import insert_ignoring_conflicts, table_of, utcnow, writing
+from checkout.errors import json_bytes, problem
 from checkout.extensions import csrf, db
 from checkout.gateway.signing import HEADER, verify
-from checkout.problems import json_bytes, problem
 from checkout.shop import orders, payments, refunds
 from checkout.shop.models import DECLINED, PAID, PAYMENT_DECLINED, PAYMENT_SUCCEEDED, Refund, WebhookReceipt
 from checkout.shop.placement import end_order
-from checkout.transactions import writing
 
 bp = Blueprint("webhooks", __name__)
 csrf.exempt(bp)  # signed by the gateway: there is no browser session to forge

@@ -12,7 +12,7 @@ from flask import Flask
 from playwright.sync_api import Browser, Page, expect
 
 from checkout.extensions import db
-from checkout.mail.models import OutboxMessage
+from checkout.mail.outbox import OutboxMessage
 from checkout.mail.relay import Outgoing, relay_once
 from tests.browser.shopping import add_to_cart, fill_checkout
 from tests.browser.test_accessibility import SIZES, check
@@ -40,7 +40,7 @@ def test_exercise_9_the_mail_relay_dies_between_sending_and_marking(
     expect(page.get_by_test_id("order-status")).to_have_text("paid")
     [order] = ledger.orders()
     confirmation = f"<outbox.order_confirmation.{order.public_id}@checkout.invalid>"
-    # The payment writes its confirmation into the outbox in its own transaction (checkout.shop.emails, where
+    # The payment writes its confirmation into the outbox in its own transaction (checkout.shop.orders, where
     # the shop has it); written again here, it changes nothing: the outbox is unique on (kind, subject).
     enqueue_message(app, order.public_id, recipient=order.email)
 

@@ -8,7 +8,7 @@ from flask import Flask
 from playwright.sync_api import Browser, Page, expect
 
 from checkout.gateway import GatewayRefund
-from checkout.mail.models import OutboxMessage
+from checkout.mail.outbox import OutboxMessage
 from checkout.shop.models import Refund, WebhookReceipt
 from tests.browser.shopping import add_to_cart, fill_checkout
 from tests.conftest import LiveServer

@@ -23,14 +23,14 @@ from flask_wtf import FlaskForm
 from wtforms import IntegerField, SelectField, StringField, SubmitField
 from wtforms.validators import DataRequired, Length, NumberRange
 
+from checkout.errors import problem
 from checkout.extensions import csrf
-from checkout.gateway.cards import TEST_CARDS, pretty
+from checkout.gateway.client import TEST_CARDS, pretty
 from checkout.gateway.relay import shop_url
 from checkout.i18n import N_
 from checkout.idempotency.audit import worker_name
 from checkout.lab import damage, lab_only
 from checkout.lab.mistakes.catalog import BY_NAME, MISTAKES, SAFE_ENDPOINT, Mistake
-from checkout.problems import problem
 from checkout.shop.api import place_order
 from checkout.shop.seed import DEMO_CUSTOMERS
 
