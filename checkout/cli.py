@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 from flask import Flask, current_app
@@ -20,15 +21,25 @@ from checkout.shop.reconcile import reconcile
 from checkout.shop.reconciliation_report import reconciliation_report
 from checkout.shop.seed import seed
 
+Command = TypeVar("Command", bound=Callable[..., Any])
 
-def _interval(default: float) -> dict[str, Any]:
-    """The ``--interval`` option of a relay's ``--forever``: seconds between rounds."""
-    return {
-        "type": click.FloatRange(min=0, min_open=True),
-        "default": default,
-        "show_default": True,
-        "help": "With --forever: seconds between two rounds.",
-    }
+
+def relay_options(doing: str, interval: float) -> Callable[[Command], Command]:
+    """A relay's ``--forever`` (its own process, until Ctrl-C or SIGTERM) and ``--interval`` between rounds."""
+
+    def add(command: Command) -> Command:
+        command = click.option(
+            "--interval",
+            type=click.FloatRange(min=0, min_open=True),
+            default=interval,
+            show_default=True,
+            help="With --forever: seconds between two rounds.",
+        )(command)
+        return click.option("--forever", is_flag=True, help=f"Keep {doing} until Ctrl-C or SIGTERM (its own process).")(
+            command
+        )
+
+    return add
 
 
 def register_commands(app: Flask) -> None:
@@ -66,8 +77,7 @@ def register_commands(app: Flask) -> None:
     gateway_commands = AppGroup("gateway", help="The mock payment gateway's own jobs.")
 
     @gateway_commands.command("deliver")
-    @click.option("--forever", is_flag=True, help="Keep delivering until Ctrl-C or SIGTERM (its own process).")
-    @click.option("--interval", **_interval(GATEWAY_INTERVAL_SECONDS))
+    @relay_options("delivering", GATEWAY_INTERVAL_SECONDS)
     @click.option(
         "--url", default=None, help="Where to POST (default: CHECKOUT_WEBHOOK_URL, else CHECKOUT_SHOP_URL's webhook)."
     )
@@ -110,8 +120,7 @@ def register_commands(app: Flask) -> None:
     outbox = AppGroup("outbox", help="The email outbox: send what the shop wrote, at least once.")
 
     @outbox.command("relay")
-    @click.option("--forever", is_flag=True, help="Keep relaying until Ctrl-C or SIGTERM (its own process).")
-    @click.option("--interval", **_interval(OUTBOX_INTERVAL_SECONDS))
+    @relay_options("relaying", OUTBOX_INTERVAL_SECONDS)
     @click.option(
         "--crash-after-send", is_flag=True, help="Workshop: send ONE message, then die before marking it sent."
     )

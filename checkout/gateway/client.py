@@ -202,6 +202,24 @@ def _charge_data(row: GatewayCharge) -> dict[str, object]:
     }
 
 
+def new_charge(
+    gateway_key: str, reference: str, amount_cents: int, currency: str, status: str, card_last4: str, behaviour: str
+) -> dict[str, object]:
+    """A new charge row's columns, whichever interface (keyed or legacy) made it."""
+    return {
+        "id": "ch_" + secrets.token_hex(12),
+        "gateway_key": gateway_key,
+        "reference": reference,
+        "amount_cents": amount_cents,
+        "currency": currency,
+        "status": status,
+        "card_last4": card_last4,
+        "refunded_cents": 0,
+        "behaviour": behaviour,
+        "created_at": utcnow(),
+    }
+
+
 def charge_from_row(row: GatewayCharge) -> Charge:
     return Charge(
         id=row.id,
@@ -425,18 +443,7 @@ class Gateway(Ledger):
         with Session(self._writer) as session, session.begin():
             inserted = session.execute(
                 insert_ignoring_conflicts(GatewayCharge, session)
-                .values(
-                    id="ch_" + secrets.token_hex(12),
-                    gateway_key=gateway_key,
-                    reference=reference,
-                    amount_cents=amount_cents,
-                    currency=currency,
-                    status=status,
-                    card_last4=card_last4,
-                    refunded_cents=0,
-                    behaviour=behaviour,
-                    created_at=utcnow(),
-                )
+                .values(**new_charge(gateway_key, reference, amount_cents, currency, status, card_last4, behaviour))
                 .returning(GatewayCharge.id)
             ).scalar_one_or_none()
             row = session.scalars(sa.select(GatewayCharge).where(GatewayCharge.gateway_key == gateway_key)).first()

@@ -29,6 +29,7 @@ from checkout.gateway.client import (
     digits_only,
     last4,
     luhn_valid,
+    new_charge,
 )
 from checkout.gateway.models import DECLINED, SUCCEEDED, GatewayCharge, GatewayFaultMark
 
@@ -85,19 +86,9 @@ class LegacyGateway(Ledger):
         self, reference: str, amount_cents: int, currency: str, status: str, card_last4: str, behaviour_name: str
     ) -> Charge:
         with Session(self._writer, expire_on_commit=False) as session, session.begin():
-            row = GatewayCharge(
-                id="ch_" + secrets.token_hex(12),
-                gateway_key=INTERNAL_KEY_PREFIX + secrets.token_hex(16),  # internal: never shown, never asked for
-                reference=reference,
-                amount_cents=amount_cents,
-                currency=currency,
-                status=status,
-                card_last4=card_last4,
-                refunded_cents=0,
-                keyed=False,
-                behaviour=behaviour_name,
-                created_at=utcnow(),
-            )
+            internal_key = INTERNAL_KEY_PREFIX + secrets.token_hex(16)  # internal: never shown, never asked for
+            values = new_charge(internal_key, reference, amount_cents, currency, status, card_last4, behaviour_name)
+            row = GatewayCharge(**values, keyed=False)
             session.add(row)
         return _as_charge(row)
 

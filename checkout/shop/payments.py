@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import sqlalchemy as sa
 
-from checkout.database import insert_ignoring_conflicts, public_id, reading, table_of, utcnow
+from checkout.database import insert_ignoring_conflicts, public_id, table_of, utcnow
 from checkout.errors import json_bytes
 from checkout.extensions import db
 from checkout.gateway import Gateway
@@ -32,7 +32,7 @@ from checkout.shop.models import (
     PAYMENT_SUCCEEDED,
     Payment,
 )
-from checkout.shop.placement import ALREADY_FINAL, GatewayAnswer, ask, key_reused, stored_problem
+from checkout.shop.placement import ALREADY_FINAL, GatewayAnswer, Phases, ask, key_reused, stored_problem
 
 API_PAYMENTS = "POST /api/payments"
 PAYMENT_CREATED = "payment_created"
@@ -370,14 +370,13 @@ class ApiPaymentResponder:
 INSERT_ATTEMPTS = 3
 
 
-class PlacePayment:
+class PlacePayment(Phases[PaymentView]):
     """The phases of one payment; ``phases()`` is what the idempotency engine runs."""
 
     def __init__(self, request: PaymentRequest, respond: PaymentResponder, gateway: Gateway) -> None:
         self.request = request
         self.respond = respond
         self.gateway = gateway
-        self.payment: PaymentView | None = None
 
     def phases(self) -> dict[str, Phase]:
         return {
@@ -398,7 +397,7 @@ class PlacePayment:
                 operation.note(
                     PaymentEvent.GATEWAY_CALLED, payment_id=created.public_id, gateway_key=created.gateway_key
                 )
-                self.payment = created
+                self.keep(created)
                 return MoveTo(PAYMENT_CREATED)
             mine = load(
                 sa.and_(
@@ -439,22 +438,17 @@ class PlacePayment:
 
     # -- payment_created: the gateway, with no transaction open, then one transaction ---------
 
-    def _payment(self, operation: Operation) -> PaymentView:
-        if self.payment is None and operation.reference is not None:
-            with reading():  # resumed: read the payment, and end the read before the gateway call
-                self.payment = by_public_id(operation.reference)
-        if self.payment is None:
-            raise RuntimeError(f"recovery point {operation.recovery_point} but no payment")
-        return self.payment
+    def load(self, public_id: str) -> PaymentView | None:
+        return by_public_id(public_id)
 
     def charge(self, operation: Operation) -> GatewayAnswer:
-        payment = self._payment(operation)
+        payment = self.made(operation)
         if payment.status != PAYMENT_PENDING:
             return ALREADY_FINAL  # finished meanwhile (reconcile, or the gateway's webhook)
         return charge(self.gateway, payment, self.request.payment.card_number)
 
     def record_answer(self, operation: Operation, answer: GatewayAnswer) -> Step:
-        return Complete(answer_for(settle(self._payment(operation), answer, operation.note), self.respond))
+        return Complete(answer_for(settle(self.made(operation), answer, operation.note), self.respond))
 
 
 def charge(gateway: Gateway, payment: PaymentView, card_number: str) -> GatewayAnswer:

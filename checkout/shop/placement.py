@@ -12,7 +12,7 @@ import json
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 import sqlalchemy as sa
 from flask import current_app
@@ -45,6 +45,7 @@ API_ENDPOINT = "POST /api/orders"
 BROWSER_ENDPOINT = "POST /checkout"
 
 ORDER_CREATED = "order_created"
+Made = TypeVar("Made")  # what a payment's first phase makes: an order, a payment, a refund
 
 
 class PaymentEvent(enum.StrEnum):
@@ -232,14 +233,35 @@ def find_order(customer_id: int, idempotency_key: str) -> OrderView | None:
     )
 
 
-class PlaceOrder:
+class Phases(Generic[Made]):
+    """What a payment's (or a refund's) phases share: ``started`` makes a row in the claim's transaction and keeps
+    it here; a retry that resumes after it reads the row its record names (``made``) before calling out."""
+
+    _kept: Made | None = None
+
+    def load(self, public_id: str) -> Made | None:
+        raise NotImplementedError
+
+    def keep(self, made: Made) -> Made:
+        self._kept = made
+        return made
+
+    def made(self, operation: Operation) -> Made:
+        if self._kept is None and operation.reference is not None:
+            with reading():  # resumed: read what its record names, and end the read before the gateway call
+                self._kept = self.load(operation.reference)
+        if self._kept is None:
+            raise RuntimeError(f"recovery point {operation.recovery_point} but nothing was made")
+        return self._kept
+
+
+class PlaceOrder(Phases[OrderView]):
     """The phases of one payment; ``phases()`` is what the idempotency engine runs."""
 
     def __init__(self, request: OrderRequest, respond: Responder, pipeline: Pipeline) -> None:
         self.request = request
         self.respond = respond
         self.pipeline = pipeline
-        self.order: OrderView | None = None
 
     def phases(self) -> dict[str, Phase]:
         return {
@@ -288,7 +310,7 @@ class PlaceOrder:
                 # gateway key (charged once), as a resumed payment (a provider without keys looks first).
                 operation.note(PaymentEvent.ORDER_FOUND, order_id=order.public_id)
                 operation.resumed = True
-                self.order = order
+                self.keep(order)
                 return MoveTo(ORDER_CREATED)
             operation.note(PaymentEvent.ALREADY_FINAL, order_id=order.public_id, status=order.status)
             return Complete(answer_for(order, self.respond))
@@ -305,28 +327,23 @@ class PlaceOrder:
         operation.note(PaymentEvent.ORDER_CREATED, order_id=order.public_id)
         # Written in the transaction that precedes the call: the worker named here makes it next.
         operation.note(PaymentEvent.GATEWAY_CALLED, order_id=order.public_id, gateway_key=order.gateway_key)
-        self.order = order
+        self.keep(order)
         return MoveTo(ORDER_CREATED)
 
     # -- order_created: the gateway, with no transaction open, then one transaction ---
 
-    def _order(self, operation: Operation) -> OrderView:
-        if self.order is None:
-            with reading():  # resumed: read the order its record names, and end the read before the gateway call
-                self.order = orders.by_public_id(operation.reference) if operation.reference else None
-            if self.order is None:
-                raise RuntimeError(f"recovery point {operation.recovery_point} but no order")
-        return self.order
+    def load(self, public_id: str) -> OrderView | None:
+        return orders.by_public_id(public_id)
 
     def charge(self, operation: Operation) -> GatewayAnswer:
-        order = self._order(operation)
+        order = self.made(operation)
         if order.status != PENDING:
             return ALREADY_FINAL  # finished meanwhile (reconcile, or the gateway's webhook)
         call = self.pipeline.gateway_call_of(order)
         return self.pipeline.provider.charge(operation, order, call, self.request.card_number)
 
     def record_answer(self, operation: Operation, answer: GatewayAnswer) -> Step:
-        return finish(operation, self._order(operation), answer, self.respond)
+        return finish(operation, self.made(operation), answer, self.respond)
 
 
 def _insert_order(

@@ -13,7 +13,7 @@ from typing import Protocol
 
 import sqlalchemy as sa
 
-from checkout.database import assert_idle, public_id, reading, table_of, utcnow
+from checkout.database import assert_idle, public_id, table_of, utcnow
 from checkout.errors import json_bytes, problem
 from checkout.extensions import db
 from checkout.gateway import Gateway, GatewayTimeout, GatewayUnavailable
@@ -33,6 +33,7 @@ from checkout.shop.models import (
     Refund,
 )
 from checkout.shop.orders import OrderView, RefundView
+from checkout.shop.placement import Phases
 
 REFUND_CREATED = "refund_created"
 API_REFUNDS = "POST /api/orders/<order_id>/refunds"
@@ -152,13 +153,12 @@ def _reserve(order: OrderView, amount: int) -> bool:
     return row is not None
 
 
-class PlaceRefund:
+class PlaceRefund(Phases[RefundView]):
     def __init__(self, request: RefundRequest, respond: RefundResponder, gateway: Gateway, path: str = "safe") -> None:
         self.request = request
         self.respond = respond
         self.gateway = gateway
         self.path = path  # which checkout asked (the lab's unsafe twin has its own)
-        self.refund: RefundView | None = None
 
     def phases(self) -> dict[str, Phase]:
         return {
@@ -207,19 +207,21 @@ class PlaceRefund:
         operation.reference = refund_id
         operation.note(RefundEvent.REFUND_CREATED, order_id=order.public_id, refund_id=refund_id, amount_cents=amount)
         operation.note(RefundEvent.GATEWAY_CALLED, refund_id=refund_id, gateway_key=refund_key_for(refund_id))
-        self.refund = RefundView(
-            created,
-            refund_id,
-            order.public_id,
-            order.id,
-            order.charge_id,
-            refund_key_for(refund_id),
-            amount,
-            order.currency,
-            self.request.reason,
-            REFUND_PENDING,
-            utcnow(),
-            self.request.idempotency_key,
+        self.keep(
+            RefundView(
+                created,
+                refund_id,
+                order.public_id,
+                order.id,
+                order.charge_id,
+                refund_key_for(refund_id),
+                amount,
+                order.currency,
+                self.request.reason,
+                REFUND_PENDING,
+                utcnow(),
+                self.request.idempotency_key,
+            )
         )
         return MoveTo(REFUND_CREATED)
 
@@ -231,22 +233,17 @@ class PlaceRefund:
             operation.note(RefundEvent.ALREADY_REFUNDED, order_id=made.order_public_id, refund_id=made.public_id)
             return Complete(self.respond.refunded(made))
         operation.note(RefundEvent.GATEWAY_CALLED, refund_id=made.public_id, gateway_key=made.refund_key)
-        self.refund = made
+        self.keep(made)
         return MoveTo(REFUND_CREATED)
 
-    def _refund(self, operation: Operation) -> RefundView:
-        if self.refund is None and operation.reference is not None:
-            with reading():  # resumed: read the refund, and end the read before the gateway call
-                self.refund = by_public_id(operation.reference)
-        if self.refund is None:
-            raise RuntimeError(f"recovery point {operation.recovery_point} but no refund")
-        return self.refund
+    def load(self, public_id: str) -> RefundView | None:
+        return by_public_id(public_id)
 
     def call_gateway(self, operation: Operation) -> GatewayRefundAnswer:
-        return call_gateway(self.gateway, self._refund(operation))
+        return call_gateway(self.gateway, self.made(operation))
 
     def record_refund(self, operation: Operation, answer: GatewayRefundAnswer) -> Step:
-        refund = self._refund(operation)
+        refund = self.made(operation)
         if mark_refunded(refund, answer.id):
             operation.note(RefundEvent.REFUNDED, refund_id=refund.public_id, gateway_refund_id=answer.id)
         done = by_public_id(refund.public_id)
