@@ -412,14 +412,14 @@ def test_a_record_redis_forgets_during_the_first_phase_leaves_its_loss_in_the_tr
     claims again and finds the order), and the audit trail says what happened (it lost that note before)."""
     from checkout.shop.placement import PlaceOrder
 
-    real = PlaceOrder.create_order
+    real = PlaceOrder.create
 
     def create_then_forget(self: PlaceOrder, operation: Any, nothing: None) -> Any:
         step = real(self, operation, nothing)
         flush(redis_url)  # Redis forgets the claim while the order's transaction is still open
         return step
 
-    monkeypatch.setattr(PlaceOrder, "create_order", create_then_forget)
+    monkeypatch.setattr(PlaceOrder, "create", create_then_forget)
     key = "redis-forgotten-first-1"
     assert post(client, key).status_code == 409
     events = ledger.events(IdempotencyEvent.key == key)

@@ -7,11 +7,10 @@ Design: docs/design.md#checkoutshoppaymentspy-the-payment-request-in-phases
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import sqlalchemy as sa
 
@@ -19,8 +18,8 @@ from checkout.database import insert_ignoring_conflicts, public_id, table_of, ut
 from checkout.errors import json_bytes
 from checkout.extensions import db
 from checkout.gateway import Gateway
-from checkout.idempotency import Complete, MoveTo, Operation, Phase, Refuse, StoredResponse
-from checkout.idempotency.types import STARTED, Step
+from checkout.idempotency import Complete, MoveTo, Operation, Refuse, StoredResponse
+from checkout.idempotency.types import Step
 from checkout.shop import parsing
 from checkout.shop.models import (
     MAX_PAYMENT_AMOUNT,
@@ -32,7 +31,19 @@ from checkout.shop.models import (
     PAYMENT_SUCCEEDED,
     Payment,
 )
-from checkout.shop.placement import ALREADY_FINAL, GatewayAnswer, Phases, ask, key_reused, stored_problem
+from checkout.shop.placement import (
+    ALREADY_FINAL,
+    CARD_DECLINED,
+    IN_PROGRESS,
+    PAYMENT_ABANDONED,
+    GatewayAnswer,
+    GatewayCall,
+    PaymentEvent,
+    Phases,
+    ProblemKind,
+    charge_once,
+    key_reused,
+)
 
 API_PAYMENTS = "POST /api/payments"
 PAYMENT_CREATED = "payment_created"
@@ -41,22 +52,6 @@ PAYMENT_PREFIX = "pay"
 DEFAULT_CARD = "4242424242424242"
 
 payments = table_of(Payment)
-
-
-class PaymentEvent(enum.StrEnum):
-    """What a payment records in the audit trail (the engine records the rest). The fault names are the
-    orders' own, so the gateway-fault counters count them too."""
-
-    PAYMENT_CREATED = "payment_created"
-    GATEWAY_CALLED = "gateway_called"
-    CHARGED = "charged"
-    DECLINED = "declined"
-    VOIDED = "voided"
-    GATEWAY_UNAVAILABLE = "gateway_unavailable"
-    ANSWER_LOST = "answer_lost"
-    ALREADY_FINAL = "already_final"
-    ALREADY_PAID = "already_paid"
-    RECONCILED = "reconciled"
 
 
 # --- the body ------------------------------------------------------------------------
@@ -291,6 +286,14 @@ def answer_for(payment: PaymentView, respond: PaymentResponder) -> StoredRespons
     raise ValueError(f"payment {payment.public_id} has no outcome yet ({payment.status})")
 
 
+ALREADY_PAID = ProblemKind(409, "Order already paid", "order-already-paid")
+PAYING_ELSEWHERE = ProblemKind(409, "Order payment in progress", "order-payment-in-progress", come_back=True)
+
+
+def _names(payment: PaymentView) -> dict[str, str]:
+    return {"payment_id": payment.public_id, "order_id": payment.order_ref}
+
+
 class ApiPaymentResponder:
     """POST /api/payments: JSON, stored byte for byte and replayed as it is.
 
@@ -305,59 +308,30 @@ class ApiPaymentResponder:
         )
 
     def declined(self, payment: PaymentView) -> StoredResponse:
-        return stored_problem(
-            402,
-            "Card declined",
-            "The card was declined. Nothing was charged; pay this order again with a new Idempotency-Key.",
-            "card-declined",
-            payment_id=payment.public_id,
-            order_id=payment.order_ref,
-        )
+        detail = "The card was declined. Nothing was charged; pay this order again with a new Idempotency-Key."
+        return CARD_DECLINED.stored(detail, **_names(payment))
 
     def abandoned(self, payment: PaymentView) -> StoredResponse:
-        return stored_problem(
-            402,
-            "Payment not completed",
+        detail = (
             "This payment was abandoned before the gateway charged it, and nothing was charged. "
-            "Pay this order again with a new Idempotency-Key.",
-            "payment-abandoned",
-            payment_id=payment.public_id,
-            order_id=payment.order_ref,
+            "Pay this order again with a new Idempotency-Key."
         )
+        return PAYMENT_ABANDONED.stored(detail, **_names(payment))
 
     def already_paid(self, payment: PaymentView) -> StoredResponse:
-        return stored_problem(
-            409,
-            "Order already paid",
-            f"Order {payment.order_ref} is already paid by payment {payment.public_id}: nothing was charged.",
-            "order-already-paid",
-            id=payment.public_id,
-            payment_id=payment.public_id,
-            order_id=payment.order_ref,
-        )
+        detail = f"Order {payment.order_ref} is already paid by payment {payment.public_id}: nothing was charged."
+        return ALREADY_PAID.stored(detail, id=payment.public_id, **_names(payment))
 
     def paying_elsewhere(self, payment: PaymentView | None) -> StoredResponse:
-        answer = stored_problem(
-            409,
-            "Order payment in progress",
+        detail = (
             "Another request, with another Idempotency-Key, is paying this order right now. Nothing was "
-            "charged under this key; retry later with the same key to learn whether the order got paid.",
-            "order-payment-in-progress",
-            payment_id=payment.public_id if payment else None,
-            order_id=payment.order_ref if payment else None,
+            "charged under this key; retry later with the same key to learn whether the order got paid."
         )
-        return StoredResponse(answer.status, {**answer.headers, "Retry-After": "1"}, answer.body)
+        return PAYING_ELSEWHERE.stored(detail, **(_names(payment) if payment else {}))
 
     def in_progress(self, payment: PaymentView) -> StoredResponse:
-        answer = stored_problem(
-            409,
-            "Request in progress",
-            "A request with this Idempotency-Key is still paying this order; retry later.",
-            "idempotency-request-in-progress",
-            payment_id=payment.public_id,
-            order_id=payment.order_ref,
-        )
-        return StoredResponse(answer.status, {**answer.headers, "Retry-After": "1"}, answer.body)
+        detail = "A request with this Idempotency-Key is still paying this order; retry later."
+        return IN_PROGRESS.stored(detail, **_names(payment))
 
     def key_reused(self) -> StoredResponse:
         return key_reused()
@@ -370,23 +344,18 @@ class ApiPaymentResponder:
 INSERT_ATTEMPTS = 3
 
 
+@dataclass
 class PlacePayment(Phases[PaymentView]):
-    """The phases of one payment; ``phases()`` is what the idempotency engine runs."""
+    """One payment for the client's order reference: ``started`` → ``payment_created`` → finished."""
 
-    def __init__(self, request: PaymentRequest, respond: PaymentResponder, gateway: Gateway) -> None:
-        self.request = request
-        self.respond = respond
-        self.gateway = gateway
-
-    def phases(self) -> dict[str, Phase]:
-        return {
-            STARTED: Phase(commit=self.create_payment),
-            PAYMENT_CREATED: Phase(call=self.charge, commit=self.record_answer),
-        }
+    created: ClassVar[str] = PAYMENT_CREATED
+    request: PaymentRequest
+    respond: PaymentResponder
+    gateway: Gateway
 
     # -- started: inside the claim's transaction ------------------------------------------
 
-    def create_payment(self, operation: Operation, _nothing: None) -> Step:
+    def create(self, operation: Operation, _nothing: None) -> Step:
         request = self.request
         for _attempt in range(INSERT_ATTEMPTS):
             created = insert_pending(request)
@@ -441,28 +410,20 @@ class PlacePayment(Phases[PaymentView]):
     def load(self, public_id: str) -> PaymentView | None:
         return by_public_id(public_id)
 
-    def charge(self, operation: Operation) -> GatewayAnswer:
+    def call(self, operation: Operation) -> GatewayAnswer:
         payment = self.made(operation)
         if payment.status != PAYMENT_PENDING:
             return ALREADY_FINAL  # finished meanwhile (reconcile, or the gateway's webhook)
         return charge(self.gateway, payment, self.request.payment.card_number)
 
-    def record_answer(self, operation: Operation, answer: GatewayAnswer) -> Step:
+    def record(self, operation: Operation, answer: GatewayAnswer) -> Step:
         return Complete(answer_for(settle(self.made(operation), answer, operation.note), self.respond))
 
 
 def charge(gateway: Gateway, payment: PaymentView, card_number: str) -> GatewayAnswer:
     """Ask the gateway to charge (no transaction may be open): the payment's own gateway key, every time."""
-    return ask(
-        lambda: gateway.charge(
-            gateway_key=payment.gateway_key,
-            amount_cents=payment.amount,
-            currency=payment.currency,
-            card_number=card_number,
-            reference=payment.public_id,
-        ),
-        payment_id=payment.public_id,
-    )
+    call = GatewayCall(payment.gateway_key, payment.public_id)
+    return charge_once(gateway, call, payment.amount, payment.currency, card_number, payment_id=payment.public_id)
 
 
 def fence(gateway: Gateway, payment: PaymentView) -> GatewayAnswer:

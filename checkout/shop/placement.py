@@ -12,7 +12,7 @@ import json
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 import sqlalchemy as sa
 from flask import current_app
@@ -49,9 +49,11 @@ Made = TypeVar("Made")  # what a payment's first phase makes: an order, a paymen
 
 
 class PaymentEvent(enum.StrEnum):
-    """What the payment records in the audit trail (the engine records the rest)."""
+    """What a payment (an order's, or POST /api/payments') records in the audit trail; the engine records the
+    rest. One vocabulary, so the gateway-fault counters count both."""
 
     ORDER_CREATED = "order_created"
+    PAYMENT_CREATED = "payment_created"
     GATEWAY_CALLED = "gateway_called"
     CHARGED = "charged"
     DECLINED = "declined"
@@ -61,6 +63,7 @@ class PaymentEvent(enum.StrEnum):
     ALREADY_FINAL = "already_final"
     ORDER_FOUND = "order_found"  # a claim found its key's order still pending (its record was lost), and pays it on
     OUT_OF_STOCK = "out_of_stock"
+    ALREADY_PAID = "already_paid"  # POST /api/payments: the client's order is paid already, by another key
     RECONCILED = "reconciled"
 
 
@@ -171,16 +174,23 @@ class KeyedGateway:
     """The shop's provider: the gateway charges a key once, whoever asks and however often."""
 
     def charge(self, operation: Operation, order: OrderView, call: GatewayCall, card_number: str) -> GatewayAnswer:
-        return ask(
-            lambda: gateway().charge(
-                gateway_key=call.key,
-                amount_cents=order.total_cents,
-                currency=order.currency,
-                card_number=card_number,
-                reference=call.reference,
-            ),
-            order_id=order.public_id,
-        )
+        return charge_once(gateway(), call, order.total_cents, order.currency, card_number, order_id=order.public_id)
+
+
+def charge_once(
+    keyed: Gateway, call: GatewayCall, amount_cents: int, currency: str, card_number: str, **detail: str
+) -> GatewayAnswer:
+    """The keyed gateway asked under the call's key (no transaction may be open): it charges a key once."""
+    return ask(
+        lambda: keyed.charge(
+            gateway_key=call.key,
+            amount_cents=amount_cents,
+            currency=currency,
+            card_number=card_number,
+            reference=call.reference,
+        ),
+        **detail,
+    )
 
 
 def ask(charge: Callable[[], Charge], **detail: str) -> GatewayAnswer:
@@ -234,10 +244,26 @@ def find_order(customer_id: int, idempotency_key: str) -> OrderView | None:
 
 
 class Phases(Generic[Made]):
-    """What a payment's (or a refund's) phases share: ``started`` makes a row in the claim's transaction and keeps
-    it here; a retry that resumes after it reads the row its record names (``made``) before calling out."""
+    """The two phases of every payment and refund here, in recovery-point order: ``started`` makes a row inside
+    the claim's transaction (``create``); ``created`` calls the gateway with no transaction open (``call``), then
+    records its answer in one (``record``). A retry that resumes at ``created`` reads back the row its record
+    names (``made``) before it calls out again, under the row's own gateway key."""
 
+    created: ClassVar[str]  # the recovery point between the two phases
     _kept: Made | None = None
+
+    def phases(self) -> dict[str, Phase]:
+        """What the idempotency engine runs."""
+        return {STARTED: Phase(commit=self.create), self.created: Phase(call=self.call, commit=self.record)}
+
+    def create(self, operation: Operation, _nothing: None) -> Step:
+        raise NotImplementedError
+
+    def call(self, operation: Operation) -> object:
+        raise NotImplementedError
+
+    def record(self, operation: Operation, answer: Any) -> Step:
+        raise NotImplementedError
 
     def load(self, public_id: str) -> Made | None:
         raise NotImplementedError
@@ -255,19 +281,14 @@ class Phases(Generic[Made]):
         return self._kept
 
 
+@dataclass
 class PlaceOrder(Phases[OrderView]):
-    """The phases of one payment; ``phases()`` is what the idempotency engine runs."""
+    """One order paid: ``started`` → ``order_created`` → finished."""
 
-    def __init__(self, request: OrderRequest, respond: Responder, pipeline: Pipeline) -> None:
-        self.request = request
-        self.respond = respond
-        self.pipeline = pipeline
-
-    def phases(self) -> dict[str, Phase]:
-        return {
-            STARTED: Phase(commit=self.create_order),
-            ORDER_CREATED: Phase(call=self.charge, commit=self.record_answer),
-        }
+    created: ClassVar[str] = ORDER_CREATED
+    request: OrderRequest
+    respond: Responder
+    pipeline: Pipeline
 
     # -- started: inside the claim's transaction ------------------------------------
 
@@ -288,7 +309,7 @@ class PlaceOrder(Phases[OrderView]):
             raise Refuse(self.respond.out_of_date(N_("A price changed after this page was shown.")))
         return lines, carts.CURRENCY
 
-    def create_order(self, operation: Operation, _nothing: None) -> Step:
+    def create(self, operation: Operation, _nothing: None) -> Step:
         lines, currency = self._lines()
         # The order first, its stock second. The orders' own unique constraints are asked before the
         # shelf is: a late retry (its key's record purged, or forgotten by Redis) or a second key for
@@ -335,14 +356,14 @@ class PlaceOrder(Phases[OrderView]):
     def load(self, public_id: str) -> OrderView | None:
         return orders.by_public_id(public_id)
 
-    def charge(self, operation: Operation) -> GatewayAnswer:
+    def call(self, operation: Operation) -> GatewayAnswer:
         order = self.made(operation)
         if order.status != PENDING:
             return ALREADY_FINAL  # finished meanwhile (reconcile, or the gateway's webhook)
         call = self.pipeline.gateway_call_of(order)
         return self.pipeline.provider.charge(operation, order, call, self.request.card_number)
 
-    def record_answer(self, operation: Operation, answer: GatewayAnswer) -> Step:
+    def record(self, operation: Operation, answer: GatewayAnswer) -> Step:
         return finish(operation, self.made(operation), answer, self.respond)
 
 
@@ -457,20 +478,33 @@ def answer_for(order: OrderView, respond: Responder) -> StoredResponse:
 # (reconcile builds them from the command line, with no request at all)
 
 
-def stored_problem(status: int, title: str, detail: str, type_: str, **extra: Any) -> StoredResponse:
-    """A problem+json answer as it is stored with a record, byte for byte."""
-    response = problem(status, title, detail, type_=type_, **extra)
-    return StoredResponse(status, {"Content-Type": "application/problem+json"}, response.get_data())
+@dataclass(frozen=True)
+class ProblemKind:
+    """A kind of problem+json answer an endpoint stores with its record, byte for byte, and replays."""
+
+    status: int
+    title: str
+    type: str
+    come_back: bool = False  # not final: Retry-After says when the same key may learn more
+
+    def stored(self, detail: str, **extra: Any) -> StoredResponse:
+        body = problem(self.status, self.title, detail, type_=self.type, **extra).get_data()
+        headers = {"Content-Type": "application/problem+json", **({"Retry-After": "1"} if self.come_back else {})}
+        return StoredResponse(self.status, headers, body)
+
+
+CARD_DECLINED = ProblemKind(402, "Card declined", "card-declined")
+PAYMENT_ABANDONED = ProblemKind(402, "Payment not completed", "payment-abandoned")
+IN_PROGRESS = ProblemKind(409, "Request in progress", "idempotency-request-in-progress", come_back=True)
+KEY_REUSED = ProblemKind(422, "Idempotency-Key reused", "idempotency-key-reused")
+OUT_OF_DATE = ProblemKind(422, "Order out of date", "order-out-of-date")
+INVALID_ORDER = ProblemKind(422, "Invalid order", "validation-error")
+OUT_OF_STOCK = ProblemKind(422, "Out of stock", "out-of-stock")
 
 
 def key_reused() -> StoredResponse:
     """The key was first used with a different request (every idempotent endpoint of the API)."""
-    return stored_problem(
-        422,
-        "Idempotency-Key reused",
-        "This Idempotency-Key was used with a different request; use a new key.",
-        "idempotency-key-reused",
-    )
+    return KEY_REUSED.stored("This Idempotency-Key was used with a different request; use a new key.")
 
 
 class Responder(Protocol):
@@ -500,48 +534,27 @@ class ApiResponder:
         )
 
     def declined(self, order: OrderView) -> StoredResponse:
-        return stored_problem(
-            402,
-            "Card declined",
-            "The card was declined. Nothing was charged.",
-            "card-declined",
-            order_id=order.public_id,
-        )
+        return CARD_DECLINED.stored("The card was declined. Nothing was charged.", order_id=order.public_id)
 
     def abandoned(self, order: OrderView) -> StoredResponse:
-        return stored_problem(
-            402,
-            "Payment not completed",
+        detail = (
             "This payment was abandoned before the gateway charged it, and nothing was "
-            "charged. Place the order again with a new Idempotency-Key.",
-            "payment-abandoned",
-            order_id=order.public_id,
+            "charged. Place the order again with a new Idempotency-Key."
         )
+        return PAYMENT_ABANDONED.stored(detail, order_id=order.public_id)
 
     def out_of_date(self, reason: str) -> StoredResponse:
-        return stored_problem(422, "Order out of date", reason, "order-out-of-date")
+        return OUT_OF_DATE.stored(reason)
 
     def in_progress(self, order: OrderView) -> StoredResponse:
-        answer = stored_problem(
-            409,
-            "Request in progress",
-            "Another request is placing this order right now; retry later.",
-            "idempotency-request-in-progress",
-            order_id=order.public_id,
-        )
-        return StoredResponse(answer.status, {**answer.headers, "Retry-After": "1"}, answer.body)
+        detail = "Another request is placing this order right now; retry later."
+        return IN_PROGRESS.stored(detail, order_id=order.public_id)
 
     def invalid(self, errors: dict[str, list[str]]) -> StoredResponse:
-        return stored_problem(422, "Invalid order", "Some fields are invalid.", "validation-error", errors=errors)
+        return INVALID_ORDER.stored("Some fields are invalid.", errors=errors)
 
     def out_of_stock(self, skus: list[str]) -> StoredResponse:
-        return stored_problem(
-            422,
-            "Out of stock",
-            "Not enough stock for: " + ", ".join(skus) + ". Nothing was charged.",
-            "out-of-stock",
-            skus=skus,
-        )
+        return OUT_OF_STOCK.stored("Not enough stock for: " + ", ".join(skus) + ". Nothing was charged.", skus=skus)
 
 
 @dataclass(frozen=True)

@@ -155,7 +155,7 @@ def _reconcile_payment(view: RecordView, gateway: Gateway, settings: Settings) -
             return Reconciled(scope.key, scope.endpoint, scope.customer, "restarted")
         answer = payments.fence(gateway, payment)
         with operation.owned():
-            operation.note(payments.PaymentEvent.RECONCILED, payment_id=payment.public_id, gateway_says=answer.status)
+            operation.note(PaymentEvent.RECONCILED, payment_id=payment.public_id, gateway_says=answer.status)
             ended = payments.settle(payment, answer, operation.note)
             operation.apply(Complete(payments.answer_for(ended, ApiPaymentResponder())))
     except LeaseLost:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 import sqlalchemy as sa
 
@@ -19,8 +19,8 @@ from checkout.extensions import db
 from checkout.gateway import Gateway, GatewayTimeout, GatewayUnavailable
 from checkout.gateway import Refund as GatewayRefundAnswer
 from checkout.i18n import N_
-from checkout.idempotency import Complete, MoveTo, Operation, Phase, Refuse, RetryLater, StoredResponse
-from checkout.idempotency.types import STARTED, Step
+from checkout.idempotency import Complete, MoveTo, Operation, Refuse, RetryLater, StoredResponse
+from checkout.idempotency.types import Step
 from checkout.shop import orders
 from checkout.shop.models import (
     PARTIALLY_REFUNDED,
@@ -153,20 +153,17 @@ def _reserve(order: OrderView, amount: int) -> bool:
     return row is not None
 
 
+@dataclass
 class PlaceRefund(Phases[RefundView]):
-    def __init__(self, request: RefundRequest, respond: RefundResponder, gateway: Gateway, path: str = "safe") -> None:
-        self.request = request
-        self.respond = respond
-        self.gateway = gateway
-        self.path = path  # which checkout asked (the lab's unsafe twin has its own)
+    """One refund of a paid order: ``started`` → ``refund_created`` → finished."""
 
-    def phases(self) -> dict[str, Phase]:
-        return {
-            STARTED: Phase(commit=self.create_refund),
-            REFUND_CREATED: Phase(call=self.call_gateway, commit=self.record_refund),
-        }
+    created: ClassVar[str] = REFUND_CREATED
+    request: RefundRequest
+    respond: RefundResponder
+    gateway: Gateway
+    path: str = "safe"  # which checkout asked (the lab's unsafe twin has its own)
 
-    def create_refund(self, operation: Operation, _nothing: None) -> Step:
+    def create(self, operation: Operation, _nothing: None) -> Step:
         order = orders.load(
             sa.and_(
                 order_table.c.public_id == self.request.order_public_id,
@@ -239,10 +236,10 @@ class PlaceRefund(Phases[RefundView]):
     def load(self, public_id: str) -> RefundView | None:
         return by_public_id(public_id)
 
-    def call_gateway(self, operation: Operation) -> GatewayRefundAnswer:
+    def call(self, operation: Operation) -> GatewayRefundAnswer:
         return call_gateway(self.gateway, self.made(operation))
 
-    def record_refund(self, operation: Operation, answer: GatewayRefundAnswer) -> Step:
+    def record(self, operation: Operation, answer: GatewayRefundAnswer) -> Step:
         refund = self.made(operation)
         if mark_refunded(refund, answer.id):
             operation.note(RefundEvent.REFUNDED, refund_id=refund.public_id, gateway_refund_id=answer.id)
