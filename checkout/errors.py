@@ -58,6 +58,33 @@ def problem(
     return response
 
 
+class Problem(Exception):
+    """A request refused with a problem+json answer, stored nowhere. Raised wherever the refusal is known (the
+    key, the body, a missing resource); one handler answers it, after rolling the session back."""
+
+    def __init__(
+        self,
+        status: int,
+        title: str,
+        detail: str,
+        type_: str | None = None,
+        headers: dict[str, str] | None = None,
+        **extra: Any,
+    ) -> None:
+        super().__init__(f"{status} {title}: {detail}")
+        self.status, self.title, self.detail, self.type, self.headers, self.extra = (
+            status,
+            title,
+            detail,
+            type_,
+            headers,
+            extra,
+        )
+
+    def response(self) -> Response:
+        return problem(self.status, self.title, self.detail, self.type, self.headers, **self.extra)
+
+
 def json_bytes(payload: Any) -> bytes:
     """The exact bytes we send, and store for replay."""
     return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
@@ -112,6 +139,11 @@ def _what(error: Exception) -> str:
 
 
 def register_error_handlers(app: Flask) -> None:
+    @app.errorhandler(Problem)
+    def refused(error: Problem) -> Response:
+        _rollback()
+        return error.response()
+
     @app.errorhandler(CSRFError)
     def csrf_error(error: CSRFError) -> ResponseReturnValue:
         _rollback()

@@ -16,7 +16,7 @@ from checkout.extensions import csrf
 from checkout.gateway.legacy import LegacyGateway
 from checkout.idempotency import Operation
 from checkout.lab import lab_only
-from checkout.shop.api import place_order
+from checkout.shop.api import place_order, token_required
 from checkout.shop.orders import OrderView
 from checkout.shop.placement import SAFE, GatewayAnswer, GatewayCall, ask
 
@@ -93,12 +93,14 @@ LEGACY_ENDPOINT, NO_LOOKUP_ENDPOINT = LEGACY.endpoint, NO_LOOKUP.endpoint
 
 
 @bp.post("/api/lab/legacy-gateway/orders")
+@token_required
 def create_order() -> Response:
     """POST /api/orders, paid through the legacy gateway; the charge is looked up by reference before any retry."""
     return place_order(LEGACY)
 
 
 @bp.post("/api/lab/legacy-gateway/no-lookup/orders")
+@token_required
 def create_order_without_lookup() -> Response:
     """DELIBERATELY WRONG, for the workshop: the same, but a retry charges again without looking first."""
     return place_order(NO_LOOKUP)

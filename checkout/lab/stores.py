@@ -15,7 +15,7 @@ from checkout.extensions import csrf, db
 from checkout.i18n import _, ngettext
 from checkout.lab import damage, lab_only
 from checkout.lab.redis_store import REDIS_ENDPOINT, REDIS_PATH, RedisUnavailable, StoreStatus, status, store
-from checkout.shop.api import place_order
+from checkout.shop.api import place_order, token_required
 from checkout.shop.forms import EmptyForm
 from checkout.shop.placement import SAFE
 
@@ -38,6 +38,7 @@ def _unavailable(detail: str, *, retry: bool) -> Response:
 
 
 @api_bp.post("/api/lab/stores/redis/orders")
+@token_required
 def create_order() -> Response:
     """POST /api/orders with its idempotency records in Redis: the shop's pipeline, its store swapped."""
     try:

@@ -24,7 +24,7 @@ from checkout.idempotency.types import Done, Refused
 from checkout.lab import lab_only
 from checkout.lab.mistakes.twin import twin
 from checkout.shop import carts, parsing
-from checkout.shop.api import REFUNDS, place_order, refund_order
+from checkout.shop.api import REFUNDS, place_order, refund_order, token_required
 from checkout.shop.carts import purchase_of
 from checkout.shop.forms import PaymentForm
 from checkout.shop.identity import browser_customer_id, browser_identity
@@ -132,6 +132,7 @@ def pay() -> ResponseReturnValue:
 
 @bp.post("/api/lab/unsafe-orders")
 @csrf_exempt
+@token_required
 def api_pay() -> Response:
     """The unsafe twin of POST /api/orders, for the mass test: no Idempotency-Key at all."""
     return place_order(UNSAFE)
@@ -139,6 +140,7 @@ def api_pay() -> Response:
 
 @bp.post("/api/lab/unsafe-orders/<order_id>/refunds")
 @csrf_exempt
+@token_required
 def api_refund(order_id: str) -> Response:
     """The unsafe twin of POST /api/orders/<id>/refunds: no key, so every retry is one more refund.
 

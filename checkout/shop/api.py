@@ -11,13 +11,14 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, assert_never
 
 import sqlalchemy as sa
 from flask import Blueprint, Response, request
+from flask_httpauth import HTTPTokenAuth
 
-from checkout.errors import json_bytes, problem
-from checkout.extensions import csrf, db
+from checkout.errors import Problem, json_bytes, problem
+from checkout.extensions import View, csrf, db
 from checkout.idempotency import Phase, Scope, StoredResponse, parse_key, run
 from checkout.idempotency.keys import InvalidKey
 from checkout.idempotency.sql_store import SQL_STORE
@@ -50,25 +51,29 @@ MAX_PREFER_WAIT_SECONDS = 10
 _PREFER_WAIT = re.compile(r"(?:^|[,;\s])wait\s*=\s*(\d{1,6})(?:$|[,;\s])", re.IGNORECASE)
 
 
-class Unauthorized(Exception):
-    pass
+# Bearer tokens (Flask-HTTPAuth): every view that needs the customer says ``@token_required``; the one 401 is
+# ``_unauthorized``, and Flask-HTTPAuth adds ``WWW-Authenticate: Bearer realm="checkout"`` to it.
+bearer = HTTPTokenAuth(scheme="Bearer", realm="checkout")
+token_required: Callable[[View], View] = bearer.login_required
+
+
+def _token_holder(token: str) -> ApiCustomer | None:
+    """The customer of the request's token: one indexed read per request, shared with the rate limit."""
+    return api_customer() if token else None
+
+
+def _unauthorized(_status: int) -> Response:
+    return problem(401, "Unauthorized", "Send Authorization: Bearer <token>.")
+
+
+bearer.verify_token(_token_holder)
+bearer.error_handler(_unauthorized)
 
 
 def _customer() -> ApiCustomer:
-    customer = api_customer()
-    if customer is None:
-        raise Unauthorized()
+    """The request's customer (a view under ``@token_required`` has one)."""
+    customer: ApiCustomer = bearer.current_user()
     return customer
-
-
-@bp.app_errorhandler(Unauthorized)
-def _unauthorized(_error: Unauthorized) -> Response:
-    return problem(
-        401,
-        "Unauthorized",
-        "Send Authorization: Bearer <token>.",
-        headers={"WWW-Authenticate": 'Bearer realm="checkout"'},
-    )
 
 
 def _json(payload: object, status: int = 200) -> Response:
@@ -87,6 +92,7 @@ def products() -> Response:
 
 
 @bp.get("/orders")
+@token_required
 def list_orders() -> Response:
     """The customer's orders, newest first; ``?idempotency_key=K`` finds the one a key placed (zero or one)."""
     customer = _customer()
@@ -95,6 +101,7 @@ def list_orders() -> Response:
 
 
 @bp.get("/orders/<order_id>")
+@token_required
 def get_order(order_id: str) -> Response:
     customer = _customer()
     order = order_of(customer.id, order_id)
@@ -103,38 +110,21 @@ def get_order(order_id: str) -> Response:
     return _json(view_of(order).to_json())
 
 
-class RequestRefused(Exception):
-    """A request refused before the engine is asked: its answer, stored nowhere."""
-
-    def __init__(self, response: Response) -> None:
-        super().__init__(response.status)
-        self.response = response
-
-
-@bp.app_errorhandler(RequestRefused)
-def _refused(error: RequestRefused) -> Response:
-    return error.response
-
-
 def _keyed_json(empty_is: Any = None, *, takes_key: bool = True) -> tuple[str, Any]:
     """The request's key and JSON body, in that order of refusal (400 for the key, then 415, 400).
 
     ``takes_key=False`` leaves the Idempotency-Key header unread (the key is ""): no store to keep it.
     """
-    key, refused = _idempotency_key() if takes_key else ("", None)
-    if refused is None:
-        body, refused = _read_json() if empty_is is None else _read_json(empty_is=empty_is)
-    if refused is not None:
-        raise RequestRefused(refused)
-    return key, body
+    key = _idempotency_key() if takes_key else ""
+    return key, _read_json() if empty_is is None else _read_json(empty_is=empty_is)
 
 
-def _idempotency_key() -> tuple[str, Response | None]:
-    """The request's key, or the 400 that refuses it (missing, malformed, or more than one)."""
+def _idempotency_key() -> str:
+    """The request's key; a 400 refuses one missing, malformed, or sent more than once."""
     try:
-        return parse_key(request.headers.get("Idempotency-Key")), None
+        return parse_key(request.headers.get("Idempotency-Key"))
     except InvalidKey as error:
-        return "", problem(400, "Invalid Idempotency-Key", str(error), type_="invalid-idempotency-key")
+        raise Problem(400, "Invalid Idempotency-Key", str(error), type_="invalid-idempotency-key") from error
 
 
 # What an operation in progress made, for ``Prefer: respond-async``: its URL and its JSON now.
@@ -216,20 +206,22 @@ def preferred_wait() -> int:
 _NOTHING = object()
 
 
-def _read_json(empty_is: Any = _NOTHING) -> tuple[Any, Response | None]:
-    """The body as JSON; ``empty_is`` (when given) stands for an empty body."""
+def _read_json(empty_is: Any = _NOTHING) -> Any:
+    """The body as JSON (415 if it is not JSON, 400 if it is malformed); ``empty_is``, when given, stands for
+    an empty body."""
     data = request.get_data(cache=False)
     if not data and empty_is is not _NOTHING:
-        return empty_is, None
+        return empty_is
     if not request.is_json:
-        return None, problem(415, "Unsupported media type", "Send the body as application/json.")
+        raise Problem(415, "Unsupported media type", "Send the body as application/json.")
     try:
-        return json.loads(data), None
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        return None, problem(400, "Malformed JSON", "The body is not valid JSON.", type_="malformed-json")
+        return json.loads(data)
+    except (ValueError, UnicodeDecodeError, RecursionError) as error:
+        raise Problem(400, "Malformed JSON", "The body is not valid JSON.", type_="malformed-json") from error
 
 
 @bp.post("/orders")
+@token_required
 def create_order() -> Response:
     return place_order(SAFE)
 
@@ -275,38 +267,42 @@ def answer(outcome: Outcome, key: str, reference_name: str = "order_id") -> Resp
     ``reference_name`` names what the operation created, in the body of a 409 or 503:
     ``order_id``, ``refund_id`` or ``payment_id``.
     """
-    if isinstance(outcome, Done | Refused):
-        response = _stored(outcome.response)
-        if isinstance(outcome, Done) and outcome.replayed:
-            response.headers["Idempotent-Replayed"] = "true"
-        return response
-    if isinstance(outcome, InProgress):
-        return problem(
-            409,
-            "Request in progress",
-            "A request with this Idempotency-Key is still being processed; retry later.",
-            type_="idempotency-request-in-progress",
-            headers={"Retry-After": str(outcome.retry_after)},
-            idempotency_key=key,
-            **{reference_name: outcome.reference},
-        )
-    if isinstance(outcome, Mismatch):
-        return _stored(key_reused())
-    assert isinstance(outcome, Unfinished)
-    advice = (
-        "Retry with the same Idempotency-Key: it resumes, never charges twice."
-        if key
-        else "This endpoint keeps no key (the lab's unsafe twin): a retry is a new payment."
-    )
-    return problem(
-        503,
-        "Payment not confirmed yet",
-        f"{outcome.reason}. {advice}",
-        type_="payment-unconfirmed",
-        headers={"Retry-After": str(outcome.retry_after)},
-        idempotency_key=key or None,
-        **{reference_name: outcome.reference},
-    )
+    match outcome:
+        case Done(response=stored, replayed=replayed):
+            response = _stored(stored)
+            if replayed:
+                response.headers["Idempotent-Replayed"] = "true"
+            return response
+        case Refused(response=stored):
+            return _stored(stored)
+        case Mismatch():
+            return _stored(key_reused())
+        case InProgress(reference=reference, retry_after=retry_after):
+            return problem(
+                409,
+                "Request in progress",
+                "A request with this Idempotency-Key is still being processed; retry later.",
+                type_="idempotency-request-in-progress",
+                headers={"Retry-After": str(retry_after)},
+                idempotency_key=key,
+                **{reference_name: reference},
+            )
+        case Unfinished(reason=reason, reference=reference, retry_after=retry_after):
+            advice = (
+                "Retry with the same Idempotency-Key: it resumes, never charges twice."
+                if key
+                else "This endpoint keeps no key (the lab's unsafe twin): a retry is a new payment."
+            )
+            return problem(
+                503,
+                "Payment not confirmed yet",
+                f"{reason}. {advice}",
+                type_="payment-unconfirmed",
+                headers={"Retry-After": str(retry_after)},
+                idempotency_key=key or None,
+                **{reference_name: reference},
+            )
+    assert_never(outcome)
 
 
 # --- refunds: a second idempotent endpoint, its key scoped to it -----------------------
@@ -332,6 +328,7 @@ def _reason(raw: object) -> str:
 
 
 @bp.post("/orders/<order_id>/refunds")
+@token_required
 def create_refund(order_id: str) -> Response:
     return refund_order(order_id, REFUNDS)
 
@@ -364,6 +361,7 @@ def refund_order(order_id: str, pipeline: Pipeline) -> Response:
 
 
 @bp.get("/orders/<order_id>/refunds/<refund_id>")
+@token_required
 def get_refund(order_id: str, refund_id: str) -> Response:
     customer = _customer()
     refund = refund_by_public_id(refund_id) if order_of(customer.id, order_id) is not None else None
@@ -376,6 +374,7 @@ def get_refund(order_id: str, refund_id: str) -> Response:
 
 
 @bp.post("/payments")
+@token_required
 def create_payment() -> Response:
     """``{"orderId", "amount", "currency", "card_number"?}``: one charge per key, one paid payment per orderId."""
     customer = _customer()
@@ -395,6 +394,7 @@ def create_payment() -> Response:
 
 
 @bp.get("/payments/<payment_id>")
+@token_required
 def get_payment(payment_id: str) -> Response:
     customer = _customer()
     payment = payments.of_customer(customer.id, payment_id)

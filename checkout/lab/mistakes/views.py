@@ -31,7 +31,7 @@ from checkout.i18n import N_
 from checkout.idempotency.audit import worker_name
 from checkout.lab import damage, lab_only
 from checkout.lab.mistakes.catalog import BY_NAME, MISTAKES, SAFE_ENDPOINT, Mistake
-from checkout.shop.api import place_order
+from checkout.shop.api import place_order, token_required
 from checkout.shop.seed import DEMO_CUSTOMERS
 
 bp = lab_only(Blueprint("mistakes", __name__))
@@ -47,6 +47,7 @@ SEND_TIMEOUT_SECONDS = 30.0  # longer than the very slow card
 
 
 @bp.post("/api/lab/mistakes/<name>/orders")
+@token_required
 def place(name: str) -> Response:
     mistake = BY_NAME.get(name)
     if mistake is None:
