@@ -19,6 +19,7 @@ from checkout.gateway import GatewayEvent
 from checkout.gateway.relay import deliverer
 from checkout.gateway.signing import HEADER, sign
 from checkout.gateway.webhooks import Deliverer
+from checkout.idempotency.models import IdempotencyEvent
 from checkout.mail.outbox import OutboxMessage
 from checkout.shop.models import Order, Refund, WebhookReceipt
 from tests.conftest import LiveServer
@@ -61,6 +62,27 @@ def test_a_lost_answer_payment_is_finished_by_its_webhook_alone(
     late = post_order(client, key, order_body(card=ANSWER_LOST_CARD))  # if it does come back: the same order
     assert late.status_code == 201 and late.get_json()["id"] == order.public_id
     assert len(ledger.succeeded_charges()) == 1
+
+
+def test_an_order_the_webhook_pays_says_so_on_its_keys_timeline_once(
+    app: Flask, client: FlaskClient, live_server: LiveServer, ledger: Ledger
+) -> None:
+    """Exercise 2 as a workshop meets it: the relay delivers the charge before the shopper retries, and the
+    key's timeline names who paid the order; the retry then resumes, finds it paid, and notes no second charge."""
+    key = str(uuid.uuid4())
+    post_order(client, key, order_body(card=ANSWER_LOST_CARD))
+    deliver(app, live_server.url)
+    post_order(client, key, order_body(card=ANSWER_LOST_CARD))
+    [order] = ledger.orders()
+    names = ledger.events(IdempotencyEvent.key == key)
+    assert names.count("charged") == 1
+    assert names.index("answer_lost") < names.index("charged") < names.index("resumed") < names.index("completed")
+    [charged] = ledger.rows(IdempotencyEvent, IdempotencyEvent.key == key, IdempotencyEvent.name == "charged")
+    assert {name: charged.detail[name] for name in ("order_id", "charge_id", "by")} == {
+        "order_id": order.public_id,
+        "charge_id": order.charge_id,
+        "by": "webhook",
+    }
 
 
 def test_an_event_delivered_three_times_is_applied_once(app: Flask, client: FlaskClient, ledger: Ledger) -> None:

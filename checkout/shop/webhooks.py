@@ -18,9 +18,20 @@ from checkout.database import insert_ignoring_conflicts, table_of, utcnow, writi
 from checkout.errors import json_bytes, problem
 from checkout.extensions import csrf, db
 from checkout.gateway.signing import HEADER, verify
+from checkout.idempotency import Scope
+from checkout.idempotency.audit import note
 from checkout.shop import orders, payments, refunds
-from checkout.shop.models import DECLINED, PAID, PAYMENT_DECLINED, PAYMENT_SUCCEEDED, Refund, WebhookReceipt
-from checkout.shop.placement import end_order
+from checkout.shop.models import (
+    DECLINED,
+    PAID,
+    PAYMENT_DECLINED,
+    PAYMENT_SUCCEEDED,
+    Customer,
+    Refund,
+    WebhookReceipt,
+)
+from checkout.shop.orders import OrderView
+from checkout.shop.placement import API_ENDPOINT, BROWSER_ENDPOINT, PaymentEvent, end_order
 
 bp = Blueprint("webhooks", __name__)
 csrf.exempt(bp)  # signed by the gateway: there is no browser session to forge
@@ -96,7 +107,10 @@ def apply(type_: str, data: dict[str, Any]) -> tuple[str, dict[str, Any]]:
             return _apply_to_payment(type_, reference, str(data.get("id")))
         status = PAID if type_ == "charge.succeeded" else DECLINED
         ended = end_order(order, status, str(data.get("id")))
-        return (APPLIED, {"order_id": order.public_id, "status": status}) if ended else (NO_CHANGE, {})
+        if ended is None:
+            return NO_CHANGE, {}
+        _note_on_its_key(ended)
+        return APPLIED, {"order_id": order.public_id, "status": status}
     if type_ == "refund.succeeded":
         refund_id = db.session.scalar(
             sa.select(Refund.public_id).where(Refund.refund_key == str(data.get("gateway_key", "")))
@@ -107,6 +121,16 @@ def apply(type_: str, data: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         changed = refunds.mark_refunded(refund, str(data.get("id")))
         return (APPLIED, {"refund_id": refund.public_id}) if changed else (NO_CHANGE, {})
     return IGNORED, {"why": "an event this shop does not use"}
+
+
+def _note_on_its_key(order: OrderView) -> None:
+    """The order's key says who ended it: the gateway's webhook came before the worker (whose answer was lost)
+    or before the retry that would have resumed it. One event: whoever ends an order second changes nothing."""
+    customer = db.session.scalar(sa.select(Customer.public_id).where(Customer.id == order.customer_id))
+    endpoint = BROWSER_ENDPOINT if order.cart_id is not None else API_ENDPOINT
+    event = PaymentEvent.CHARGED if order.status == PAID else PaymentEvent.DECLINED
+    note(Scope(str(customer), endpoint, order.idempotency_key), event, order_id=order.public_id,
+         charge_id=order.charge_id, by="webhook")  # fmt: skip
 
 
 def _apply_to_payment(type_: str, reference: str, charge_id: str) -> tuple[str, dict[str, Any]]:

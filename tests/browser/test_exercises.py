@@ -14,6 +14,7 @@ from checkout.idempotency.models import IdempotencyRecord
 from tests.browser.shopping import add_to_cart, fill_checkout
 from tests.conftest import LiveServer
 from tests.helpers import ANSWER_LOST_CARD, SLOW_CARD, UNAVAILABLE_CARD, VERY_SLOW_CARD, Ledger, wait_for
+from tests.relays import RelayProcess
 from tests.servers import gunicorn
 
 ORDER_URL = re.compile(r"/orders/ord_[0-9a-f]+$")
@@ -98,6 +99,26 @@ def test_exercise_2_the_answer_is_lost(page: Page, live_server: LiveServer, ledg
     assert [c.id for c in ledger.succeeded_charges()] == [charge.id]
 
 
+def test_exercise_2_with_the_relays_running_the_webhook_pays_and_the_timeline_says_so(
+    page: Page, live_server: LiveServer, ledger: Ledger, relays: tuple[RelayProcess, RelayProcess]
+) -> None:
+    """As make run serves it: the webhook relay delivers the lost charge before the shopper presses Pay again."""
+    add_to_cart(page, live_server.url)
+    fill_checkout(page, live_server.url, ANSWER_LOST_CARD)
+    key = page.get_by_test_id("idempotency-key").inner_text()
+    page.get_by_test_id("pay-button").click()
+    expect(page.get_by_test_id("error-message")).to_contain_text("could not confirm your payment yet")
+    wait_for(lambda: [order.status for order in ledger.orders()] == ["paid"])  # the webhook paid it
+    page.get_by_label("Card number").fill(ANSWER_LOST_CARD)
+    page.get_by_test_id("pay-button").click()
+    expect(page.get_by_test_id("order-status")).to_have_text("paid")
+    page.goto(f"{live_server.url}/lab?key={key}")
+    steps = page.get_by_test_id("timeline").locator("li").all_inner_texts()
+    [charged] = [step for step in steps if step.startswith("charged")]
+    assert "by=webhook" in charged, steps
+    assert len(ledger.succeeded_charges()) == 1
+
+
 def test_exercise_3_the_gateway_is_down(page: Page, live_server: LiveServer, ledger: Ledger) -> None:
     add_to_cart(page, live_server.url)
     fill_checkout(page, live_server.url, UNAVAILABLE_CARD)
@@ -125,6 +146,7 @@ def test_exercise_4_racing_tabs(page: Page, live_server: LiveServer, ledger: Led
     second_tab.get_by_test_id("pay-button").click()
     expect(page.get_by_test_id("order-status")).to_have_text("paid", timeout=15_000)
     expect(second_tab.get_by_test_id("replay-notice")).to_be_visible(timeout=15_000)
+    expect(page.get_by_test_id("replay-notice")).to_have_count(0)  # the first tab paid: nothing to say
     [order] = ledger.orders()
     expect(second_tab.get_by_test_id("order-id")).to_have_text(order.public_id)
     assert len(ledger.succeeded_charges()) == 1
