@@ -8,8 +8,13 @@ from typing import Any
 from urllib.parse import urlencode
 
 import pytest
+import sqlalchemy as sa
+from flask import Flask
 from flask.testing import FlaskClient
 
+from checkout.database import writing
+from checkout.extensions import db
+from checkout.shop.models import Order
 from tests.conftest import LiveServer
 from tests.helpers import (
     ALICE,
@@ -143,6 +148,21 @@ def test_a_purchase_the_client_gave_up_on_is_counted_as_never_charged(client: Fl
     assert client.post("/api/orders", json=body, headers={**ALICE, "Idempotency-Key": key}).status_code == 503
     totals = client.get("/api/lab/damage?purchase_prefix=given-up-").get_json()["totals"]
     assert (totals["ordered_cents"], totals["charged_cents"], totals["never_charged_cents"]) == (3300, 0, 3300)
+
+
+def test_a_purchase_whose_order_failed_uncharged_is_no_damage(app: Flask, client: FlaskClient) -> None:
+    """Exercise 5, killed before the charge: reconcile ends the order failed, nothing charged, and the shopper is
+    told so. A correct outcome, like a decline: nothing ordered is left unpaid."""
+    body = {**order_body(card="4000 0000 0000 0119"), "purchase": "failed-1"}
+    assert (
+        client.post("/api/orders", json=body, headers={**ALICE, "Idempotency-Key": "failed-purchase-key-1"}).status_code
+        == 503
+    )
+    with app.app_context(), writing():
+        db.session.execute(sa.update(Order).values(status="failed"))  # as reconcile ends it, the gateway fenced
+    totals = client.get("/api/lab/damage?purchase_prefix=failed-").get_json()["totals"]
+    assert (totals["ordered_cents"], totals["charged_cents"], totals["never_charged_cents"]) == (0, 0, 0)
+    assert totals["exact"] is True
 
 
 def test_the_lab_leads_with_this_browsers_latest_payment_and_the_time_between_its_steps(client: FlaskClient) -> None:

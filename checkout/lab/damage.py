@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from checkout.extensions import db
 from checkout.gateway import SUCCEEDED, GatewayCharge
 from checkout.lab.tables import LabOrder, path_of_order
-from checkout.shop.models import DECLINED, Customer, Order
+from checkout.shop.models import DECLINED, FAILED, Customer, Order
 
 # The checkout paths that keep every defence (the shop's own, and the lab's safe variants of it: records
 # in Redis, a gateway without keys looked up by reference). Every other path is a wrong twin, on purpose.
@@ -37,12 +37,12 @@ class Purchase:
     orders: int
     charges: int
     charged_cents: int
-    all_declined: bool
+    all_unpaid: bool  # every order of it ended unpaid: declined, or failed with nothing charged (both final)
     last_activity: datetime
 
     @property
     def ordered_cents(self) -> int:
-        return 0 if self.all_declined else self.amount_cents
+        return 0 if self.all_unpaid else self.amount_cents
 
     @property
     def charged_more_than_once_cents(self) -> int:
@@ -124,7 +124,7 @@ def purchases(*, prefix: str | None = None) -> list[Purchase]:
             sa.func.count(Order.id).label("orders"),
             sa.func.sum(sa.func.coalesce(charged.c.charges, 0)).label("charges"),
             sa.func.sum(sa.func.coalesce(charged.c.amount, 0)).label("charged"),
-            sa.func.sum(sa.case((Order.status == DECLINED, 1), else_=0)).label("declined"),
+            sa.func.sum(sa.case((Order.status.in_((DECLINED, FAILED)), 1), else_=0)).label("unpaid"),
             sa.func.max(Order.updated_at).label("last_activity"),
         )
         .join(Customer, Customer.id == Order.customer_id)
@@ -148,7 +148,7 @@ def purchases(*, prefix: str | None = None) -> list[Purchase]:
             orders=int(row.orders),
             charges=int(row.charges),
             charged_cents=int(row.charged),
-            all_declined=int(row.declined) == int(row.orders),
+            all_unpaid=int(row.unpaid) == int(row.orders),
             last_activity=_aware(row.last_activity),
         )
         for row in rows
