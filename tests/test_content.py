@@ -274,3 +274,30 @@ def test_a_file_that_does_not_have_its_pages_shape_is_refused(tmp_path: Path) ->
     broken.write_text("---\nslug: broken\ntitle: Broken\norder: 1\n---\n\nAn idea.\n\n## In the app\n\nNo list.\n")
     with pytest.raises(ContentError, match="its page needs"):
         content.read(broken, "concepts", "en").shaped("p", "ul", "ul")
+
+
+ANOTHER_PORT = "http://127.0.0.1:5077"
+
+
+@pytest.mark.parametrize(
+    "page",
+    [
+        "/lab/mistakes/no-fingerprint",
+        "/lab/mistakes/check-then-insert",
+        "/lab/exercises",
+        "/lab/concepts",
+        "/lab/stores/redis",
+        "/lab/reconciliation",
+    ],
+)
+def test_on_another_port_every_command_a_page_shows_names_that_port(client: FlaskClient, page: str) -> None:
+    """A command copied from a page works against the shop the reader is looking at, wherever it runs."""
+    text = client.get(page, base_url=ANOTHER_PORT).get_data(as_text=True)
+    assert "127.0.0.1:5000" not in text
+    for command in re.findall(r"-m checkout\.(?:client|lab\.mass)[^<\n]*", text):
+        assert f"--url {ANOTHER_PORT}" in command, command
+
+
+def test_on_make_runs_address_the_commands_are_as_written(client: FlaskClient) -> None:
+    text = client.get("/lab/mistakes/no-fingerprint", base_url=content.WRITTEN_FOR).get_data(as_text=True)
+    assert "-m checkout.client --path" in text and "--url" not in text

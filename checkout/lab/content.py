@@ -67,9 +67,24 @@ def lab_href(href: str) -> str:
     raise ContentError(f"{href}: a content file links only to ../<kind>/<file>.md or to an app path such as /lab")
 
 
+# The address the content files are written for (make run's), and the commands that take a shop's address.
+WRITTEN_FOR = "http://127.0.0.1:5000"
+ADDRESSED_COMMANDS = re.compile(r"(-m checkout\.(?:client|lab\.mass))(?![^\n]*--url)")
+
+
+def for_this_shop(text: str) -> str:
+    """A content file's commands and addresses as they work against the shop the reader is looking at: its own
+    address (another port, a proxy) in place of make run's, and given to the retry client and the mass test,
+    which would otherwise try make run's address."""
+    here = request.host_url.rstrip("/") if has_request_context() else WRITTEN_FOR
+    if here == WRITTEN_FOR:
+        return text
+    return ADDRESSED_COMMANDS.sub(rf"\1 --url {here}", text.replace(WRITTEN_FOR, here))
+
+
 def inline(text: str) -> Markup:
     """One paragraph or list item of a content file, as HTML (the templates' ``|md`` filter)."""
-    return Markup(MARKDOWN.renderInline(text).strip())
+    return Markup(MARKDOWN.renderInline(for_this_shop(text)).strip())
 
 
 @dataclass(frozen=True)

@@ -220,6 +220,7 @@ def concepts() -> ResponseReturnValue:
 
 # A paragraph or list item of a content file (content/), rendered: `code`, links, emphasis; never raw HTML.
 bp.add_app_template_filter(content.inline, "md")
+bp.add_app_template_filter(content.for_this_shop, "for_this_shop")  # commands shown in <pre>
 
 
 @bp.app_template_filter("ago")
