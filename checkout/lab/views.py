@@ -45,6 +45,8 @@ from checkout.shop.reconcile import reconcile
 bp = lab_only(Blueprint("lab", __name__))
 
 RECENT_PURCHASES = 20
+# The page shows the latest rows of each table (a mass run makes hundreds); /api/lab/ledger has up to 200.
+ON_THE_PAGE = 20
 
 
 @bp.get("/api/lab/ledger")
@@ -103,7 +105,8 @@ def _live_context() -> dict[str, Any]:
     found = damage.purchases()
     by_path, overall = damage.totals(found)
     return {
-        "ledger": ledger(),
+        "ledger": ledger(ON_THE_PAGE),
+        "on_the_page": ON_THE_PAGE,
         "counters": counters(),
         "counter_meanings": {name: meaning for name, (_event, meaning) in COUNTERS.items()},
         "counter_labels": COUNTER_LABELS,
@@ -120,7 +123,7 @@ def _live_context() -> dict[str, Any]:
         "timeline": timeline(key) if key else [],
         "refunds": refunds_list(),
         "stock": stock_list(),
-        "webhooks": webhook_list(),
+        "webhooks": webhook_list(ON_THE_PAGE),
         "form": EmptyForm(),
     }
 
