@@ -248,10 +248,10 @@ def test_each_mistakes_page_shows_its_file_of_its_language(app: Flask, client: F
         assert content.document("mistakes", mistake.name, language).language == language
         assert f"{escape(text.title[1:])}.</td>" in listed and f"{escape(text.trigger[1:])}.</td>" in listed
         page = client.get(f"/lab/mistakes/{mistake.name}?lang={language}").get_data(as_text=True)
-        with app.test_request_context():
+        with app.test_request_context():  # the page's own address (the test client's): commands as they work there
             shown = [text.what, text.look_for, text.fix, *text.steps]
             assert [part for part in shown if str(content.inline(part)) not in page] == []
-        assert str(escape(text.commands)) in page
+            assert str(escape(content.for_this_shop(text.commands))) in page
 
 
 # --- the renderer -----------------------------------------------------------------------------
