@@ -7,7 +7,7 @@ kept: no meta refresh).
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -19,6 +19,7 @@ from checkout.database import table_of, utcnow
 from checkout.extensions import db
 from checkout.gateway.relay import deliverer, webhook_url
 from checkout.idempotency import Scope, peek
+from checkout.idempotency.engine import purge
 from checkout.idempotency.models import IdempotencyRecord
 from checkout.idempotency.types import RecordView
 from checkout.lab import content, controls, damage, lab_only
@@ -213,6 +214,23 @@ def reconcile_now() -> ResponseReturnValue:
         flash(
             _("Reconcile found nothing abandoned: every payment is finished, or its lease has not run out yet."), "info"
         )
+    return redirect(url_for("lab.index"), 303)
+
+
+@bp.post("/lab/purge-keys")
+def purge_keys() -> ResponseReturnValue:
+    """Exercise 15: ``idempotency purge`` run as if every key's lifetime had passed. Records in progress are kept
+    (reconcile finishes them first), as the purge always keeps them."""
+    settings = idempotency_settings()
+    purged = purge(settings, now=utcnow() + timedelta(seconds=settings.lifetime_seconds + 1))
+    flash(
+        _(
+            "Purged %(count)s completed keys, as if their lifetime had run out: their records, stored answers and "
+            "fingerprints are gone; their orders are not.",
+            count=purged,
+        ),
+        "success",
+    )
     return redirect(url_for("lab.index"), 303)
 
 

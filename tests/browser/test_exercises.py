@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from flask import Flask
 from playwright.sync_api import Browser, Page, expect
 
+from checkout import client
 from checkout.database import utcnow
 from checkout.idempotency.models import IdempotencyRecord
 from tests.browser.shopping import add_to_cart, fill_checkout
 from tests.conftest import LiveServer
-from tests.helpers import ANSWER_LOST_CARD, SLOW_CARD, UNAVAILABLE_CARD, VERY_SLOW_CARD, Ledger, wait_for
+from tests.helpers import ANSWER_LOST_CARD, GOOD_CARD, SLOW_CARD, UNAVAILABLE_CARD, VERY_SLOW_CARD, Ledger, wait_for
 from tests.relays import RelayProcess
 from tests.servers import gunicorn
 
@@ -225,3 +227,30 @@ def test_the_exercises_page_shows_every_exercise_in_its_language(page: Page, liv
             expect(section).to_contain_text(exercise.expect)  # plain text: the exercises mark nothing up
         shown = page.locator("[data-testid^='exercise-']").evaluate_all("(all) => all.map((e) => e.dataset.testid)")
         assert sorted(shown) == sorted(f"exercise-{exercise.slug}" for exercise in exercises(lang))  # all, no other
+
+
+def _mugs(quantity: int) -> dict[str, Any]:
+    return {"items": [{"sku": "MUG-01", "quantity": quantity}], "email": "a@example.com", "card_number": GOOD_CARD}
+
+
+def test_exercise_15_a_key_that_lives_too_short(page: Page, live_server: LiveServer, ledger: Ledger) -> None:
+    # Step 1: the retry client pays, and prints its key.
+    first = client.place_order(live_server.url, "demo-alice-token", _mugs(1))
+    key = first.attempts[-1].key
+    assert first.status == 201
+    [order] = ledger.orders()
+    # Before the purge, another body under this key is refused: the fingerprint tells them apart.
+    assert client.place_order(live_server.url, "demo-alice-token", _mugs(3), key=key).status == 422
+    # Step 2: the lab's purge, as if the key's lifetime had passed.
+    page.goto(f"{live_server.url}/lab")
+    page.get_by_test_id("purge-keys").click()
+    expect(page.get_by_text("Purged 1 completed keys")).to_be_visible()
+    assert ledger.records() == []
+    # Step 3: the same key, another body, too late for its record: the first order, nothing charged.
+    late = client.place_order(live_server.url, "demo-alice-token", _mugs(3), key=key)
+    assert late.status == 201 and late.json()["id"] == order.public_id
+    assert [item.quantity for item in ledger.orders()[0].items] == [1]
+    assert len(ledger.orders()) == 1 and len(ledger.succeeded_charges()) == 1
+    page.goto(f"{live_server.url}/lab?key={key}")
+    steps = page.get_by_test_id("timeline").locator(".status").all_inner_texts()
+    assert steps == ["received", "claimed", "already_final", "completed"], steps
