@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import urllib.request
 from typing import Any
 from urllib.parse import urlencode
@@ -282,3 +283,25 @@ def test_the_lab_says_when_the_webhook_paid_the_latest_payment_whose_answer_was_
     focus = client.get("/lab/live").get_data(as_text=True)
     assert 'data-testid="focus-order-status">paid<' in focus
     assert "The order is already paid: the gateway’s webhook finished it" in focus
+
+
+def test_the_lab_draws_a_keys_steps_as_a_sequence_with_the_duplicate_stopped_at_its_layer(
+    app: Flask, client: FlaskClient, live_server: LiveServer
+) -> None:
+    from checkout.gateway.relay import deliverer
+
+    key = "sequence-diagram-key-1"
+    body = order_body(card="4000 0000 0000 0259")
+    assert client.post("/api/orders", json=body, headers={**ALICE, "Idempotency-Key": key}).status_code == 503
+    with app.app_context():
+        deliverer(app).deliver_due(f"{live_server.url}/webhooks/gateway")  # the webhook pays it
+    other = order_body(card="4000 0000 0000 0259", email="someone.else@example.com")
+    assert client.post("/api/orders", json=other, headers={**ALICE, "Idempotency-Key": key}).status_code == 422
+    page = client.get(f"/lab?key={key}").get_data(as_text=True)
+    diagram = page[page.index('data-testid="sequence"') : page.index("</svg>")]
+    drawn = re.findall(r'<g class="([^"]+)" data-event="([^"]+)"', diagram)
+    assert [event for _css, event in drawn][:7] == [
+        "received", "claimed", "order_created", "gateway_called", "answer_lost", "released", "charged"
+    ]  # fmt: skip
+    assert ("message lost", "answer_lost") in drawn and ("message stopped", "mismatch") in drawn
+    assert "charged by=webhook" in diagram

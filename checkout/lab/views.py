@@ -37,6 +37,7 @@ from checkout.lab.ledger import (
     webhook_list,
 )
 from checkout.lab.mistakes.catalog import MISTAKES
+from checkout.lab.sequence import sequence_svg
 from checkout.shop import orders
 from checkout.shop.forms import EmptyForm
 from checkout.shop.identity import browser_identity
@@ -241,6 +242,7 @@ def concepts() -> ResponseReturnValue:
 
 # A paragraph or list item of a content file (content/), rendered: `code`, links, emphasis; never raw HTML.
 bp.add_app_template_filter(content.inline, "md")
+bp.add_app_template_global(sequence_svg, "sequence_svg")
 bp.add_app_template_filter(content.for_this_shop, "for_this_shop")  # commands shown in <pre>
 
 
