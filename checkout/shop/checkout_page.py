@@ -244,9 +244,10 @@ def _answer(outcome: Outcome, form: CheckoutForm, scope: Scope) -> ResponseRetur
     if isinstance(outcome, Done | Refused):
         told = BrowserOutcome.from_stored(outcome.response)
         if told.outcome == "paid" and told.order_url:
-            # A replay says so on the order's page. The original of a double submit does not: in one tab
-            # the browser shows the later answer (the replay), and in a second tab the first one paid.
-            if isinstance(outcome, Done) and outcome.replayed:
+            # A replay, or the original of a double submit (a duplicate arrived while it ran): either
+            # way Pay was pressed more than once, and whichever answer the browser shows says so (the
+            # original's session cookie may be the one the browser keeps). Two tabs both say so, truly.
+            if isinstance(outcome, Done) and (outcome.replayed or outcome.duplicates):
                 remember_replay(told.order_url)
             return redirect(told.order_url, 303)
         if told.outcome == "in_progress" and told.key:
