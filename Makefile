@@ -82,8 +82,14 @@ browser:
 # Tests run in TEST_WORKERS processes (pytest-xdist); at most 3, one Redis database each (13, 14, 15).
 TEST_WORKERS ?= 2
 
+# The TypeScript example's one dependency (tests/browser/ts, run by the suite); without npm it is skipped.
+NODE_EXAMPLE := tests/browser/ts
+$(NODE_EXAMPLE)/node_modules/.package-lock.json: $(NODE_EXAMPLE)/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then cd $(NODE_EXAMPLE) && npm ci --no-audit --no-fund --silent; \
+	else echo "no npm here: the TypeScript example is skipped (Debian or Ubuntu: apt-get install nodejs npm)"; fi
+
 ## The whole suite, browser tests included (TEST_DATABASE_URL=postgresql+psycopg://... for PostgreSQL).
-test: install browser
+test: install browser $(NODE_EXAMPLE)/node_modules/.package-lock.json
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 ## The mutation check: each layer of the defence turned off in a copy of the tree; its tests must fail.
@@ -114,4 +120,4 @@ mass: install
 
 ## Remove the virtual environment and the development instance folder (database and secrets).
 clean:
-	rm -rf $(VENV) $(INSTANCE) .pytest_cache
+	rm -rf $(VENV) $(INSTANCE) .pytest_cache $(NODE_EXAMPLE)/node_modules

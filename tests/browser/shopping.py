@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+from urllib.parse import urlencode
+
 from playwright.sync_api import Page, expect
+
+from tests.helpers import wait_for
 
 
 def add_to_cart(page: Page, base_url: str, index: int = 0, lang: str = "en") -> None:
@@ -67,3 +72,37 @@ def listed_orders(page: Page, base_url: str) -> list[str]:
     page.goto(f"{base_url}/orders")
     expect(page.get_by_role("heading", name="Your orders")).to_be_visible()
     return page.locator("table.lines tbody code").all_inner_texts()
+
+
+class ShopUnderTest:
+    """What a test learns from the shop it drives, through the lab's JSON alone: it works the same against the shop
+    the tests start and against any running lab shop (``--base-url``). ``GET /api/lab/requests?key=K`` lists the
+    requests received under a key; ``GET /api/lab/ledger`` the orders and the gateway's charges."""
+
+    def __init__(self, page: Page, base_url: str) -> None:
+        self.page = page
+        self.url = base_url
+
+    def requests_under(self, key: str) -> list[dict[str, Any]]:
+        answer = self.page.request.get(f"{self.url}/api/lab/requests?{urlencode({'key': key})}")
+        assert answer.ok, answer.status
+        found: list[dict[str, Any]] = answer.json()
+        return found
+
+    def wait_for_requests(self, key: str, count: int) -> list[dict[str, Any]]:
+        """Until the shop has received ``count`` requests under ``key`` (an event in its audit trail, not a sleep)."""
+
+        def enough() -> list[dict[str, Any]] | None:
+            got = self.requests_under(key)
+            return got if len(got) >= count else None
+
+        found: list[dict[str, Any]] = wait_for(enough)
+        return found
+
+    def orders_under(self, key: str) -> list[dict[str, Any]]:
+        ledger = self.page.request.get(f"{self.url}/api/lab/ledger").json()
+        return [order for order in ledger["orders"] if order["idempotency_key"] == key]
+
+    def succeeded_charges_of(self, order_id: str) -> list[dict[str, Any]]:
+        ledger = self.page.request.get(f"{self.url}/api/lab/ledger").json()
+        return [c for c in ledger["charges"] if c["order_id"] == order_id and c["status"] == "succeeded"]

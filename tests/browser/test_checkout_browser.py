@@ -6,8 +6,9 @@ with the first navigation, and one POST proves nothing about the server. So each
 test holds the first POST open with the slow card, presses again by position
 once the server has it, and counts the POSTs the server received.
 
-Tests that take ``shop_url`` and no ``live_server`` or ``ledger`` assert only what the
-shopper sees, and also run against any shop (``pytest tests/browser --base-url URL``).
+Tests that take ``shop_url`` and no ``live_server`` or ``ledger`` run against any shop too
+(``pytest tests/browser --base-url URL``): they assert what the shopper sees, and count what the shop
+received and charged through the lab's JSON (``ShopUnderTest``), so the shop must have its lab on.
 """
 
 from __future__ import annotations
@@ -17,7 +18,15 @@ import re
 import pytest
 from playwright.sync_api import Browser, Page, Route, expect
 
-from tests.browser.shopping import add_to_cart, capture_form, centre_of, fill_checkout, listed_orders, resubmit
+from tests.browser.shopping import (
+    ShopUnderTest,
+    add_to_cart,
+    capture_form,
+    centre_of,
+    fill_checkout,
+    listed_orders,
+    resubmit,
+)
 from tests.conftest import LiveServer
 from tests.helpers import ANSWER_LOST_CARD, GOOD_CARD, SLOW_CARD, Ledger
 
@@ -26,15 +35,17 @@ ORDER_URL = re.compile(r"/orders/ord_[0-9a-f]+")
 
 @pytest.mark.parametrize("lang", ["en", "uk"])
 def test_a_double_click_on_pay_sends_one_post_and_places_one_order_and_one_charge(
-    page: Page, live_server: LiveServer, ledger: Ledger, lang: str
+    page: Page, shop_url: str, lang: str
 ) -> None:
-    add_to_cart(page, live_server.url, lang=lang)
-    fill_checkout(page, live_server.url, SLOW_CARD, lang=lang)
+    shop = ShopUnderTest(page, shop_url)
+    add_to_cart(page, shop_url, lang=lang)
+    fill_checkout(page, shop_url, SLOW_CARD, lang=lang)
+    key = page.get_by_test_id("idempotency-key").inner_text()
     x, y = centre_of(page, "pay-button")
     page.mouse.click(x, y)
     # The slow card holds the first POST at the server: a second press now would be a second POST,
     # if the button let it through (pressed sooner, Chromium would cancel the first POST instead).
-    assert live_server.wait_for_posts("/checkout", 1)
+    shop.wait_for_requests(key, 1)
     page.mouse.click(x, y)  # the second press of the double click lands on the disabled button
     expect(page).to_have_url(ORDER_URL, timeout=15_000)
     expect(page.locator("html")).to_have_attribute("lang", lang)
@@ -43,36 +54,34 @@ def test_a_double_click_on_pay_sends_one_post_and_places_one_order_and_one_charg
         expect(page.get_by_test_id("order-status")).to_have_text("paid")
     else:  # the page really is in Ukrainian, not English under another lang attribute
         expect(page.get_by_test_id("order-status")).not_to_have_text("paid")
-    assert live_server.post_count("/checkout") == 1  # the button guard: the second press sent nothing
-    [order] = ledger.orders()
-    expect(page.get_by_test_id("order-id")).to_have_text(order.public_id)
-    assert len(ledger.succeeded_charges()) == 1
+    assert len(shop.requests_under(key)) == 1  # the button guard: the second press sent nothing
+    [order] = shop.orders_under(key)
+    expect(page.get_by_test_id("order-id")).to_have_text(order["id"])
+    assert len(shop.succeeded_charges_of(order["id"])) == 1
 
 
-def test_without_javascript_two_real_submits_charge_once_and_show_the_replay(
-    browser: Browser, live_server: LiveServer, ledger: Ledger
-) -> None:
+def test_without_javascript_two_real_submits_charge_once_and_show_the_replay(browser: Browser, shop_url: str) -> None:
     context = browser.new_context(java_script_enabled=False)
     page = context.new_page()
-    add_to_cart_no_js(page, live_server.url)
-    fill_checkout(page, live_server.url, SLOW_CARD)
+    shop = ShopUnderTest(page, shop_url)
+    add_to_cart_no_js(page, shop_url)
+    fill_checkout(page, shop_url, SLOW_CARD)
+    key = page.get_by_test_id("idempotency-key").inner_text()
     x, y = centre_of(page, "pay-button")
     page.mouse.click(x, y)
     # Press again once the first POST has reached the server (the slow card holds it there);
     # pressed sooner, Chromium may cancel the first before it leaves.
-    assert live_server.wait_for_posts("/checkout", 1)
-    assert live_server.answer_count("/checkout") == 0  # the first is still being paid
+    [first] = shop.wait_for_requests(key, 1)
+    assert first["status"] is None  # the first is still being paid
     page.mouse.click(x, y)  # no JavaScript, so no button guard: a second real submit
-    answers = live_server.wait_for_answers("/checkout", 2)
+    expect(page.get_by_test_id("replay-notice")).to_be_visible(timeout=15_000)
 
-    assert live_server.post_count("/checkout") == 2  # both presses reached the server
-    [order] = ledger.orders()
-    assert len(ledger.succeeded_charges()) == 1
+    requests = shop.wait_for_requests(key, 2)
     # Both submits reached the server: one placed the order, the other was answered with it as a replay.
-    assert answers == [("303", f"/orders/{order.public_id}")] * 2
-    assert ledger.events().count("replayed") == 1
-    expect(page.get_by_test_id("order-id")).to_have_text(order.public_id)
-    expect(page.get_by_test_id("replay-notice")).to_be_visible()
+    assert [(r["status"], r["replayed"]) for r in requests] == [(303, False), (303, True)]
+    [order] = shop.orders_under(key)
+    assert len(shop.succeeded_charges_of(order["id"])) == 1
+    expect(page.get_by_test_id("order-id")).to_have_text(order["id"])
     context.close()
 
 
