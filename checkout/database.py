@@ -123,7 +123,7 @@ def dialect_insert(table: Any, bind: Any) -> Any:
 # 64-bit and is the only type that autoincrements, so it stays INTEGER there.
 BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
-# The execution option that marks a connection as opened for a unit of work (see checkout.database).
+# The execution option that marks a connection as opened for a unit of work (see writing() below).
 WRITE_OPTION = "checkout_write"
 
 # --- PostgreSQL: every wait is bounded ---------------------------------------------------

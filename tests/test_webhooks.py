@@ -78,6 +78,7 @@ def test_an_order_the_webhook_pays_says_so_on_its_keys_timeline_once(
     assert names.count("charged") == 1
     assert names.index("answer_lost") < names.index("charged") < names.index("resumed") < names.index("completed")
     [charged] = ledger.rows(IdempotencyEvent, IdempotencyEvent.key == key, IdempotencyEvent.name == "charged")
+    assert (charged.customer, charged.endpoint) == ("cus_demo_alice", "POST /api/orders")  # its record's scope
     assert {name: charged.detail[name] for name in ("order_id", "charge_id", "by")} == {
         "order_id": order.public_id,
         "charge_id": order.charge_id,

@@ -481,6 +481,8 @@ def abandoned(settings: Settings, *, now: datetime | None = None) -> list[Record
     return SQL_STORE.abandoned(settings, now=now)
 
 
-def purge(settings: Settings, now: datetime | None = None, batch: int = 5000) -> int:
+def purge(
+    settings: Settings, now: datetime | None = None, batch: int = 5000, *, expired_by: datetime | None = None
+) -> int:
     """Delete completed records past their lifetime with their audit events (SqlStore.purge)."""
-    return SQL_STORE.purge(settings, now, batch)
+    return SQL_STORE.purge(settings, now, batch, expired_by=expired_by)

@@ -69,6 +69,7 @@ def lab_href(href: str) -> str:
 
 # The address the content files are written for (make run's), and the commands that take a shop's address.
 WRITTEN_FOR = "http://127.0.0.1:5000"
+AN_ADDRESS = re.compile(r"https?://[A-Za-z0-9.\-]+(?::[0-9]{1,5})?|https?://\[[0-9A-Fa-f:.]+\](?::[0-9]{1,5})?")
 ADDRESSED_COMMANDS = re.compile(r"(-m checkout\.(?:client|lab\.mass))(?![^\n]*--url)")
 
 
@@ -77,7 +78,7 @@ def for_this_shop(text: str) -> str:
     address (another port, a proxy) in place of make run's, and given to the retry client and the mass test,
     which would otherwise try make run's address."""
     here = request.host_url.rstrip("/") if has_request_context() else WRITTEN_FOR
-    if here == WRITTEN_FOR:
+    if here == WRITTEN_FOR or not AN_ADDRESS.fullmatch(here):  # a Host header that is no address: as written
         return text
     return ADDRESSED_COMMANDS.sub(rf"\1 --url {here}", text.replace(WRITTEN_FOR, here))
 

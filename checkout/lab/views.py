@@ -223,7 +223,7 @@ def purge_keys() -> ResponseReturnValue:
     """Exercise 15: ``idempotency purge`` run as if every key's lifetime had passed. Records in progress are kept
     (reconcile finishes them first), as the purge always keeps them."""
     settings = idempotency_settings()
-    purged = purge(settings, now=utcnow() + timedelta(seconds=settings.lifetime_seconds + 1))
+    purged = purge(settings, expired_by=utcnow() + timedelta(seconds=settings.lifetime_seconds + 1))
     flash(
         _(
             "Purged %(count)s completed keys, as if their lifetime had run out: their records, stored answers and "

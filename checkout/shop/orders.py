@@ -319,7 +319,7 @@ def take_stock(lines: Sequence[Line]) -> list[str]:
 
 def _give_back(lines: Sequence[Line]) -> None:
     if lines:
-        ordered = sorted(lines, key=lambda line: line.sku)  # the lock order of take()
+        ordered = sorted(lines, key=lambda line: line.sku)  # the lock order of take_stock()
         db.session.execute(_GIVE_BACK, [{"_sku": line.sku, "_quantity": line.quantity} for line in ordered])
 
 

@@ -221,7 +221,7 @@ def ask(charge: Callable[[], Charge], **detail: str) -> GatewayAnswer:
 @dataclass(frozen=True)
 class Pipeline:
     """One way to take a payment. The shop's is ``SAFE``; each of the lab's variants is ``SAFE`` with
-    one part swapped (checkout/lab/variants.py), so a mistake is a diff of the real code."""
+    one part swapped (checkout/lab/mistakes/twin.py), so a mistake is a diff of the real code."""
 
     endpoint: str
     path: str = "safe"  # its name, told with every order it places (orders.order_placed: the lab's accounts)

@@ -20,6 +20,7 @@ from checkout.extensions import csrf, db
 from checkout.gateway.signing import HEADER, verify
 from checkout.idempotency import Scope
 from checkout.idempotency.audit import note
+from checkout.idempotency.models import IdempotencyRecord
 from checkout.shop import orders, payments, refunds
 from checkout.shop.models import (
     DECLINED,
@@ -31,7 +32,7 @@ from checkout.shop.models import (
     WebhookReceipt,
 )
 from checkout.shop.orders import OrderView
-from checkout.shop.placement import API_ENDPOINT, BROWSER_ENDPOINT, PaymentEvent, end_order
+from checkout.shop.placement import PaymentEvent, end_order
 
 bp = Blueprint("webhooks", __name__)
 csrf.exempt(bp)  # signed by the gateway: there is no browser session to forge
@@ -125,11 +126,19 @@ def apply(type_: str, data: dict[str, Any]) -> tuple[str, dict[str, Any]]:
 
 def _note_on_its_key(order: OrderView) -> None:
     """The order's key says who ended it: the gateway's webhook came before the worker (whose answer was lost)
-    or before the retry that would have resumed it. One event: whoever ends an order second changes nothing."""
-    customer = db.session.scalar(sa.select(Customer.public_id).where(Customer.id == order.customer_id))
-    endpoint = BROWSER_ENDPOINT if order.cart_id is not None else API_ENDPOINT
+    or before the retry that would have resumed it. One event: whoever ends an order second changes nothing.
+    Its scope is its record's (found by the customer and the order it made); an order whose record is elsewhere
+    (the lab's Redis store, its twins) or gone (purged) gets no note."""
+    customer = sa.select(Customer.public_id).where(Customer.id == order.customer_id).scalar_subquery()
+    scope = db.session.execute(
+        sa.select(IdempotencyRecord.customer, IdempotencyRecord.endpoint, IdempotencyRecord.key).where(
+            IdempotencyRecord.customer == customer, IdempotencyRecord.reference == order.public_id
+        )
+    ).first()
+    if scope is None:
+        return
     event = PaymentEvent.CHARGED if order.status == PAID else PaymentEvent.DECLINED
-    note(Scope(str(customer), endpoint, order.idempotency_key), event, order_id=order.public_id,
+    note(Scope(scope.customer, scope.endpoint, scope.key), event, order_id=order.public_id,
          charge_id=order.charge_id, by="webhook")  # fmt: skip
 
 

@@ -12,7 +12,8 @@ from playwright.sync_api import Browser, Page, expect
 
 from checkout import client
 from checkout.database import utcnow
-from checkout.idempotency.models import IdempotencyRecord
+from checkout.idempotency.models import IdempotencyEvent, IdempotencyRecord
+from checkout.shop.models import Order
 from tests.browser.shopping import add_to_cart, fill_checkout
 from tests.conftest import LiveServer
 from tests.helpers import ANSWER_LOST_CARD, GOOD_CARD, SLOW_CARD, UNAVAILABLE_CARD, VERY_SLOW_CARD, Ledger, wait_for
@@ -229,8 +230,8 @@ def test_the_exercises_page_shows_every_exercise_in_its_language(page: Page, liv
         assert sorted(shown) == sorted(f"exercise-{exercise.slug}" for exercise in exercises(lang))  # all, no other
 
 
-def _mugs(quantity: int) -> dict[str, Any]:
-    return {"items": [{"sku": "MUG-01", "quantity": quantity}], "email": "a@example.com", "card_number": GOOD_CARD}
+def _mugs(quantity: int, card: str = GOOD_CARD) -> dict[str, Any]:
+    return {"items": [{"sku": "MUG-01", "quantity": quantity}], "email": "a@example.com", "card_number": card}
 
 
 def test_exercise_15_a_key_that_lives_too_short(page: Page, live_server: LiveServer, ledger: Ledger) -> None:
@@ -241,16 +242,22 @@ def test_exercise_15_a_key_that_lives_too_short(page: Page, live_server: LiveSer
     [order] = ledger.orders()
     # Before the purge, another body under this key is refused: the fingerprint tells them apart.
     assert client.place_order(live_server.url, "demo-alice-token", _mugs(3), key=key).status == 422
+    # Another payment left unfinished (its gateway down): the purge must keep it, and its steps.
+    unfinished = client.place_order(live_server.url, "demo-alice-token", _mugs(1, UNAVAILABLE_CARD), max_attempts=1)
+    assert unfinished.status == 503
+    unfinished = unfinished.attempts[-1].key
     # Step 2: the lab's purge, as if the key's lifetime had passed.
     page.goto(f"{live_server.url}/lab")
     page.get_by_test_id("purge-keys").click()
     expect(page.get_by_text("Purged 1 completed keys")).to_be_visible()
-    assert ledger.records() == []
+    assert ledger.records(IdempotencyRecord.key == key) == []
+    assert ledger.events(IdempotencyEvent.key == unfinished)  # a key still in progress keeps its record and steps
     # Step 3: the same key, another body, too late for its record: the first order, nothing charged.
     late = client.place_order(live_server.url, "demo-alice-token", _mugs(3), key=key)
     assert late.status == 201 and late.json()["id"] == order.public_id
-    assert [item.quantity for item in ledger.orders()[0].items] == [1]
-    assert len(ledger.orders()) == 1 and len(ledger.succeeded_charges()) == 1
+    [placed] = ledger.orders(Order.idempotency_key == key)  # one order under the key: the first one
+    assert [item.quantity for item in placed.items] == [1]
+    assert len(ledger.succeeded_charges()) == 1  # (the unfinished payment charged nothing)
     page.goto(f"{live_server.url}/lab?key={key}")
     steps = page.get_by_test_id("timeline").locator(".status").all_inner_texts()
     assert steps == ["received", "claimed", "already_final", "completed"], steps

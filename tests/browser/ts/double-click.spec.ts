@@ -41,5 +41,8 @@ test('with the guard off, both presses arrive, and the shop still places one ord
   expect(await received(page, key)).toHaveLength(2); // both presses reached the shop ...
   const ledger = await (await page.request.get('/api/lab/ledger')).json();
   const orders = ledger.orders.filter((order: { idempotency_key: string }) => order.idempotency_key === key);
-  expect(orders).toHaveLength(1); // ... and it placed one order under the key
+  expect(orders).toHaveLength(1); // ... and it placed one order under the key, charged once
+  const charges = ledger.charges.filter(
+    (charge: { order_id: string; status: string }) => charge.order_id === orders[0].id && charge.status === 'succeeded');
+  expect(charges).toHaveLength(1);
 });
