@@ -305,3 +305,6 @@ def test_the_lab_draws_a_keys_steps_as_a_sequence_with_the_duplicate_stopped_at_
     ]  # fmt: skip
     assert ("message lost", "answer_lost") in drawn and ("message stopped", "mismatch") in drawn
     assert "charged by=webhook" in diagram
+    # The webhook's charge comes from its lifeline (4) to the shop's (1); the mismatch stops at the database (2).
+    assert re.search(r'data-event="charged" data-from="4" data-to="1"', diagram)
+    assert re.search(r'data-event="mismatch" data-from="0" data-to="2"', diagram)

@@ -105,22 +105,23 @@ def sequence_svg(steps: Sequence[Mapping[str, Any]]) -> Markup:
 def _message(arrow: Arrow, label: str, y: int) -> str:
     start, end = _x(arrow.source), _x(arrow.target)
     event = escape(label.split()[0])  # the event's name, without what follows it ("charged by=webhook")
+    joins = f'data-from="{arrow.source}" data-to="{arrow.target}"'  # which lifelines (0 the client ... 4 the webhook)
     css = "message" + (" lost" if arrow.lost else "") + (" stopped" if arrow.stopped else "")
     text = (
         f'<text x="{(start + end) / 2}" y="{y - 6}" text-anchor="middle" class="message-label">{escape(label)}</text>'
     )
     if start == end:  # a step inside one lifeline: a small loop
         return (
-            f'<g class="{css}" data-event="{event}"><path d="M{start},{y - 8} h24 v12 h-22" fill="none" '
+            f'<g class="{css}" data-event="{event}" {joins}><path d="M{start},{y - 8} h24 v12 h-22" fill="none" '
             f'marker-end="url(#head)"/><text x="{start + 30}" y="{y}" class="message-label">{escape(label)}</text></g>'
         )
     if arrow.lost:  # it never arrived: it stops short, crossed out
         end = start + (end - start) * 2 // 3
         cross = f'<path d="M{end - 5},{y - 5} l10,10 m0,-10 l-10,10" class="cross"/>'
         line = f'<line x1="{start}" y1="{y}" x2="{end}" y2="{y}"/>'
-        return f'<g class="{css}" data-event="{event}">{line}{cross}{text}</g>'
+        return f'<g class="{css}" data-event="{event}" {joins}>{line}{cross}{text}</g>'
     bar = f'<line x1="{end}" y1="{y - 9}" x2="{end}" y2="{y + 9}" class="stop"/>' if arrow.stopped else ""
     return (
-        f'<g class="{css}" data-event="{event}"><line x1="{start}" y1="{y}" x2="{end}" y2="{y}" '
+        f'<g class="{css}" data-event="{event}" {joins}><line x1="{start}" y1="{y}" x2="{end}" y2="{y}" '
         f'marker-end="url(#head)"/>{bar}{text}</g>'
     )

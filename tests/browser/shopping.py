@@ -74,6 +74,17 @@ def listed_orders(page: Page, base_url: str) -> list[str]:
     return page.locator("table.lines tbody code").all_inner_texts()
 
 
+def pay_and_lose_the_answer(page: Page, base_url: str, card: str) -> str:
+    """Pay for one item with ``card``, whose gateway answer is lost on the first try; the key it was paid under.
+    The page then says the payment could not be confirmed yet."""
+    add_to_cart(page, base_url)
+    fill_checkout(page, base_url, card)
+    key = page.get_by_test_id("idempotency-key").inner_text()
+    page.get_by_test_id("pay-button").click()
+    expect(page.get_by_test_id("error-message")).to_contain_text("could not confirm your payment yet")
+    return key
+
+
 class ShopUnderTest:
     """What a test learns from the shop it drives, through the lab's JSON alone: it works the same against the shop
     the tests start and against any running lab shop (``--base-url``). ``GET /api/lab/requests?key=K`` lists the

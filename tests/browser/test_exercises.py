@@ -14,7 +14,7 @@ from checkout import client
 from checkout.database import utcnow
 from checkout.idempotency.models import IdempotencyEvent, IdempotencyRecord
 from checkout.shop.models import Order
-from tests.browser.shopping import add_to_cart, fill_checkout
+from tests.browser.shopping import add_to_cart, fill_checkout, pay_and_lose_the_answer
 from tests.conftest import LiveServer
 from tests.helpers import ANSWER_LOST_CARD, GOOD_CARD, SLOW_CARD, UNAVAILABLE_CARD, VERY_SLOW_CARD, Ledger, wait_for
 from tests.relays import RelayProcess
@@ -85,11 +85,7 @@ def test_exercise_1_double_click_pay(page: Page, live_server: LiveServer, ledger
 
 
 def test_exercise_2_the_answer_is_lost(page: Page, live_server: LiveServer, ledger: Ledger) -> None:
-    add_to_cart(page, live_server.url)
-    fill_checkout(page, live_server.url, ANSWER_LOST_CARD)
-    key = page.get_by_test_id("idempotency-key").inner_text()
-    page.get_by_test_id("pay-button").click()
-    expect(page.get_by_test_id("error-message")).to_contain_text("could not confirm your payment yet")
+    key = pay_and_lose_the_answer(page, live_server.url, ANSWER_LOST_CARD)
     page.get_by_label("Card number").fill(ANSWER_LOST_CARD)  # a card number is never shown back: type it again
     page.get_by_test_id("pay-button").click()
     expect(page.get_by_test_id("order-status")).to_have_text("paid")
@@ -106,11 +102,7 @@ def test_exercise_2_with_the_relays_running_the_webhook_pays_and_the_timeline_sa
     page: Page, live_server: LiveServer, ledger: Ledger, relays: tuple[RelayProcess, RelayProcess]
 ) -> None:
     """As make run serves it: the webhook relay delivers the lost charge before the shopper presses Pay again."""
-    add_to_cart(page, live_server.url)
-    fill_checkout(page, live_server.url, ANSWER_LOST_CARD)
-    key = page.get_by_test_id("idempotency-key").inner_text()
-    page.get_by_test_id("pay-button").click()
-    expect(page.get_by_test_id("error-message")).to_contain_text("could not confirm your payment yet")
+    key = pay_and_lose_the_answer(page, live_server.url, ANSWER_LOST_CARD)
     wait_for(lambda: [order.status for order in ledger.orders()] == ["paid"])  # the webhook paid it
     page.get_by_label("Card number").fill(ANSWER_LOST_CARD)
     page.get_by_test_id("pay-button").click()
