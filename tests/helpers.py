@@ -211,15 +211,14 @@ def claim_as_a_dying_worker(
     from checkout.idempotency import Scope, Settings
     from checkout.idempotency.engine import begin
     from checkout.shop.models import Customer
-    from checkout.shop.parsing import parse_order
     from checkout.shop.placement import SAFE, ApiResponder, OrderRequest, PlaceOrder, keyed_fingerprint
+    from checkout.shop.schemas import parse_order
 
     with app.app_context():
-        parsed, errors = parse_order(order_body() if body is None else body)
-        assert parsed is not None, errors
+        parsed = parse_order(order_body() if body is None else body)
         customer_id = db.session.scalar(sa.select(Customer.id).where(Customer.public_id == "cus_demo_alice"))
         assert customer_id is not None
-        request = OrderRequest(customer_id, key, parsed.email, parsed.card_number, items=parsed.items)
+        request = OrderRequest(customer_id, key, parsed.email, parsed.card_number, items=parsed.lines())
         operation = begin(
             Scope("cus_demo_alice", API_ENDPOINT, key),
             keyed_fingerprint(API_ENDPOINT, parsed.normalized()),

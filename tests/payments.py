@@ -44,12 +44,13 @@ def claim_payment_as_a_dying_worker(app: Flask, key: str, body: dict[str, Any], 
     from checkout.idempotency import Scope, Settings
     from checkout.idempotency.engine import begin
     from checkout.shop.models import Customer
-    from checkout.shop.payments import API_PAYMENTS, ApiPaymentResponder, PaymentRequest, PlacePayment, parse_payment
+    from checkout.shop.payments import API_PAYMENTS, ApiPaymentResponder, PaymentRequest, PlacePayment
     from checkout.shop.placement import gateway, keyed_fingerprint
+    from checkout.shop.schemas import PaymentRequest as PaymentBody
+    from checkout.shop.schemas import parse
 
     with app.app_context():
-        parsed, errors = parse_payment(body)
-        assert parsed is not None, errors
+        parsed = parse(PaymentBody, body, "Invalid payment")
         customer_id = db.session.scalar(sa.select(Customer.id).where(Customer.public_id == "cus_demo_alice"))
         assert customer_id is not None
         operation = begin(

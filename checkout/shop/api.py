@@ -16,21 +16,22 @@ from typing import Any, assert_never
 import sqlalchemy as sa
 from flask import Blueprint, Response, request
 from flask_httpauth import HTTPTokenAuth
+from pydantic import TypeAdapter
 
-from checkout.errors import Problem, json_bytes, problem
+from checkout.errors import Problem, problem
 from checkout.extensions import View, csrf, db
 from checkout.idempotency import Phase, Scope, StoredResponse, parse_key, run
 from checkout.idempotency.keys import InvalidKey
 from checkout.idempotency.sql_store import SQL_STORE
 from checkout.idempotency.store import RecordStore
 from checkout.idempotency.types import Done, InProgress, Mismatch, Outcome, Refused, Unfinished
-from checkout.shop import parsing, payments
+from checkout.openapi import IDEMPOTENT, NOT_FOUND, accepted, described, problems
+from checkout.shop import payments, schemas
 from checkout.shop.identity import ApiCustomer, api_customer
 from checkout.shop.models import Product
 from checkout.shop.orders import refund_by_public_id, view_of
 from checkout.shop.orders_page import order_of, orders_of
-from checkout.shop.parsing import parse_order
-from checkout.shop.payments import API_PAYMENTS, ApiPaymentResponder, PaymentRequest, PlacePayment, parse_payment
+from checkout.shop.payments import API_PAYMENTS, ApiPaymentResponder, PaymentRequest, PlacePayment
 from checkout.shop.placement import (
     SAFE,
     ApiResponder,
@@ -76,38 +77,47 @@ def _customer() -> ApiCustomer:
     return customer
 
 
-def _json(payload: object, status: int = 200) -> Response:
-    return Response(json_bytes(payload), status=status, mimetype="application/json")
+def _json(answer: schemas.Answer | list[Any], status: int = 200) -> Response:
+    body = answer.to_bytes() if isinstance(answer, schemas.Answer) else _LIST.dump_json(answer)
+    return Response(body, status=status, mimetype="application/json")
+
+
+_LIST: TypeAdapter[list[Any]] = TypeAdapter(list[Any])
 
 
 @bp.get("/products")
+@described(operation_id="listProducts", tag="catalog", public=True,
+           answers={200: (list[schemas.Product], "The products.")})  # fmt: skip
 def products() -> Response:
+    """The catalog, with today's prices and stock"""
     rows = db.session.scalars(sa.select(Product).order_by(Product.id)).all()
     return _json(
-        [
-            {"sku": p.sku, "name": p.name, "price_cents": p.price_cents, "currency": p.currency, "stock": p.stock}
-            for p in rows
-        ]
-    )
+        [schemas.Product(sku=p.sku, name=p.name, price_cents=p.price_cents, currency=p.currency, stock=p.stock)
+         for p in rows]
+    )  # fmt: skip
 
 
 @bp.get("/orders")
+@described(operation_id="listOrders", tag="orders", query=schemas.OrdersQuery,
+           answers={200: (list[schemas.Order], "The orders.")})  # fmt: skip
 @token_required
 def list_orders() -> Response:
-    """The customer's orders, newest first; ``?idempotency_key=K`` finds the one a key placed (zero or one)."""
+    """Your orders, newest first"""
     customer = _customer()
     key = request.args.get("idempotency_key")
-    return _json([view_of(order).to_json() for order in orders_of(customer.id, key)])
+    return _json([schemas.Order.of(view_of(order)) for order in orders_of(customer.id, key)])
 
 
 @bp.get("/orders/<order_id>")
+@described(operation_id="getOrder", tag="orders", answers={200: (schemas.Order, "The order."), 404: NOT_FOUND})
 @token_required
 def get_order(order_id: str) -> Response:
+    """One of your orders"""
     customer = _customer()
     order = order_of(customer.id, order_id)
     if order is None:
         return problem(404, "Not found", "No such order for this customer.")
-    return _json(view_of(order).to_json())
+    return _json(schemas.Order.of(view_of(order)))
 
 
 def _keyed_json(empty_is: Any = None, *, takes_key: bool = True) -> tuple[str, Any]:
@@ -127,8 +137,8 @@ def _idempotency_key() -> str:
         raise Problem(400, "Invalid Idempotency-Key", str(error), type_="invalid-idempotency-key") from error
 
 
-# What an operation in progress made, for ``Prefer: respond-async``: its URL and its JSON now.
-Resource = Callable[[str], tuple[str, dict[str, Any]] | None]
+# What an operation in progress made, for ``Prefer: respond-async``: its URL and its answer now.
+Resource = Callable[[str], tuple[str, schemas.Answer] | None]
 
 
 def _run(
@@ -182,17 +192,17 @@ def prefers_async() -> bool:
 
 
 def _order_resource(customer_id: int) -> Resource:
-    def find(public_id: str) -> tuple[str, dict[str, Any]] | None:
+    def find(public_id: str) -> tuple[str, schemas.Answer] | None:
         order = order_of(customer_id, public_id)
-        return (f"/api/orders/{public_id}", view_of(order).to_json()) if order is not None else None
+        return (f"/api/orders/{public_id}", schemas.Order.of(view_of(order))) if order is not None else None
 
     return find
 
 
 def _payment_resource(customer_id: int) -> Resource:
-    def find(public_id: str) -> tuple[str, dict[str, Any]] | None:
+    def find(public_id: str) -> tuple[str, schemas.Answer] | None:
         payment = payments.of_customer(customer_id, public_id)
-        return (f"/api/payments/{public_id}", payment.to_json()) if payment is not None else None
+        return (f"/api/payments/{public_id}", schemas.Payment.of(payment)) if payment is not None else None
 
     return find
 
@@ -221,8 +231,27 @@ def _read_json(empty_is: Any = _NOTHING) -> Any:
 
 
 @bp.post("/orders")
+@described(
+    operation_id="placeOrder",
+    tag="orders",
+    body=schemas.OrderRequest,
+    answers={
+        201: (schemas.Order, "Paid. Stored under the key: a replay is this answer, byte for byte, with "
+              "`Idempotent-Replayed: true`."),
+        202: accepted(schemas.Order, "order"),
+        402: problems("Declined, or abandoned and ended by reconcile. A final outcome: stored and replayed.",
+                      "card-declined", "payment-abandoned", schema=schemas.OrderProblem),
+        **IDEMPOTENT,
+        422: problems("The key was used with another body (`idempotency-key-reused`, the stored record is "
+                      "untouched); the body is invalid (`validation-error` with `errors` per field; nothing stored, "
+                      "the key stays usable); or not enough stock (`out-of-stock` with `skus`; stored and "
+                      "replayed).", "idempotency-key-reused", "validation-error", "out-of-stock",
+                      schema=schemas.InvalidProblem),
+    },
+)  # fmt: skip
 @token_required
 def create_order() -> Response:
+    """Place and pay an order, once per Idempotency-Key"""
     return place_order(SAFE)
 
 
@@ -231,17 +260,13 @@ def place_order(pipeline: Pipeline) -> Response:
     same reading, the same answers; only the pipeline's one swapped part differs)."""
     customer = _customer()
     key, body = _keyed_json(takes_key=pipeline.store is not None)
-    parsed, errors = parse_order(body)
-    if parsed is None:
-        # Nothing is stored: the client may fix the body and reuse the key.
-        return problem(422, "Invalid order", "Some fields are invalid.", errors=errors)
-
+    parsed = schemas.parse_order(body)  # a 422 stores nothing: the client may fix the body and reuse the key
     order_request = OrderRequest(
         customer_id=customer.id,
         idempotency_key=key,
         email=parsed.email,
         card_number=parsed.card_number,
-        items=parsed.items,
+        items=parsed.lines(),
         purchase_ref=parsed.purchase,
     )
     return _run(
@@ -308,28 +333,30 @@ def answer(outcome: Outcome, key: str, reference_name: str = "order_id") -> Resp
 # --- refunds: a second idempotent endpoint, its key scoped to it -----------------------
 
 
-def parse_refund(body: Any) -> tuple[dict[str, Any] | None, dict[str, list[str]]]:
-    """``{"amount_cents": int (optional), "reason": str (optional, 200 characters at most)}``; an empty
-    body is ``{}`` (refund all that is left), but a JSON ``null`` is no object: it refunds nothing."""
-    if not isinstance(body, dict):
-        return None, {"body": ["must be a JSON object"]}
-    errors: dict[str, list[str]] = {}
-    parsed: dict[str, Any] = {}
-    for name, parse in (("amount_cents", parsing.amount_cents), ("reason", _reason)):
-        try:
-            parsed[name] = parse(body.get(name))
-        except parsing.Invalid as error:
-            errors[name] = [str(error)]
-    return (None, errors) if errors else (parsed, {})
-
-
-def _reason(raw: object) -> str:
-    return "" if raw is None else parsing.text(raw, max_length=200).strip()
-
-
 @bp.post("/orders/<order_id>/refunds")
+@described(
+    operation_id="refundOrder",
+    tag="refunds",
+    body=schemas.RefundRequest,
+    answers={
+        201: (schemas.Refund, "Refunded. Stored under the key and replayed."),
+        404: NOT_FOUND,
+        **IDEMPOTENT,
+        422: problems("The key was used with another request; the body is invalid (nothing stored); the order was "
+                      "never paid (`order-not-refundable`, nothing stored); or more than is left "
+                      "(`refund-exceeds-charge` with `refundable_cents`, stored and replayed).",
+                      "idempotency-key-reused", "validation-error", "order-not-refundable", "refund-exceeds-charge",
+                      schema=schemas.InvalidProblem),
+    },
+)  # fmt: skip
 @token_required
 def create_refund(order_id: str) -> Response:
+    """Refund part or all of a paid order, once per Idempotency-Key
+
+    The key's scope is this endpoint (the route template) and the fingerprint covers the order id: a key used
+    for a payment is unrelated here, and one key sent for refunds of two orders is 422 `idempotency-key-reused`.
+    An empty body refunds all that is left; a JSON `null` is no object (422).
+    """
     return refund_order(order_id, REFUNDS)
 
 
@@ -340,17 +367,15 @@ def refund_order(order_id: str, pipeline: Pipeline) -> Response:
     """``POST /api/orders/<id>/refunds`` through ``pipeline`` (its store, scope, fingerprint and key rule)."""
     customer = _customer()
     key, body = _keyed_json(empty_is={}, takes_key=pipeline.store is not None)
-    parsed, errors = parse_refund(body)
-    if parsed is None:
-        return problem(422, "Invalid refund", "Some fields are invalid.", errors=errors)
+    parsed = schemas.parse(schemas.RefundRequest, body, "Invalid refund")
     if order_of(customer.id, order_id) is None:
         return problem(404, "Not found", "No such order for this customer.")
     return _run(
         pipeline.scope_of(customer.public_id, pipeline.endpoint, key),
         # The scope is the route template; the fingerprint covers the order, so one key for two orders is a 422.
-        pipeline.fingerprint_of(pipeline.endpoint, {"order_id": order_id, **parsed}),
+        pipeline.fingerprint_of(pipeline.endpoint, {"order_id": order_id, **parsed.model_dump()}),
         PlaceRefund(
-            RefundRequest(customer.id, order_id, pipeline.order_key_of(key), parsed["amount_cents"], parsed["reason"]),
+            RefundRequest(customer.id, order_id, pipeline.order_key_of(key), parsed.amount_cents, parsed.reason),
             ApiRefundResponder(),
             gateway(),
             pipeline.path,
@@ -361,28 +386,58 @@ def refund_order(order_id: str, pipeline: Pipeline) -> Response:
 
 
 @bp.get("/orders/<order_id>/refunds/<refund_id>")
+@described(operation_id="getRefund", tag="refunds",
+           answers={200: (schemas.Refund, "The refund."), 404: NOT_FOUND})  # fmt: skip
 @token_required
 def get_refund(order_id: str, refund_id: str) -> Response:
+    """One refund of one of your orders"""
     customer = _customer()
     refund = refund_by_public_id(refund_id) if order_of(customer.id, order_id) is not None else None
     if refund is None or refund.order_public_id != order_id:
         return problem(404, "Not found", "No such refund for this customer.")
-    return _json(refund.to_json())
+    return _json(schemas.Refund.of(refund))
 
 
 # --- payments: the articles' own request, its own key scope ------------------------------------
 
 
 @bp.post("/payments")
+@described(
+    operation_id="pay",
+    tag="payments",
+    body=schemas.PaymentRequest,
+    answers={
+        201: (schemas.Payment, "Paid. Stored under the key: a replay is this answer, byte for byte, with "
+              "`Idempotent-Replayed: true`."),
+        202: accepted(schemas.Payment, "payment"),
+        402: problems("Declined, or abandoned and ended by reconcile. A final outcome: stored and replayed; the "
+                      "order may be paid with a new key.", "card-declined", "payment-abandoned",
+                      schema=schemas.PaymentProblem),
+        **IDEMPOTENT,
+        409: problems("A request with this key is still being processed (`idempotency-request-in-progress`, after "
+                      "waiting as long as `Prefer: wait` asked), or another key is paying this `orderId` right now "
+                      "(`order-payment-in-progress`): nothing is stored, retry after `Retry-After` seconds with "
+                      "the same key. Or the `orderId` is already paid (`order-already-paid`, with the existing "
+                      "payment as `id` and `payment_id`): a final answer, stored under this key and replayed.",
+                      "idempotency-request-in-progress", "order-payment-in-progress", "order-already-paid",
+                      schema=schemas.PaymentProblem),
+        422: problems("The key was used with another body (`idempotency-key-reused`, the stored record is "
+                      "untouched), or the body is invalid (`validation-error` with `errors` per field; nothing "
+                      "stored, the key stays usable).", "idempotency-key-reused", "validation-error",
+                      schema=schemas.InvalidProblem),
+    },
+)  # fmt: skip
 @token_required
 def create_payment() -> Response:
-    """``{"orderId", "amount", "currency", "card_number"?}``: one charge per key, one paid payment per orderId."""
+    """Pay for your own order reference, once per Idempotency-Key
+
+    The key's scope is this endpoint: a key used for an order is unrelated here. The database holds at most one
+    pending or succeeded payment per customer and `orderId`: a new key for an order already paid is 409
+    `order-already-paid`; a declined or abandoned attempt leaves the order free for another key.
+    """
     customer = _customer()
     key, body = _keyed_json()
-    parsed, errors = parse_payment(body)
-    if parsed is None:
-        # Nothing is stored: the client may fix the body and reuse the key.
-        return problem(422, "Invalid payment", "Some fields are invalid.", errors=errors)
+    parsed = schemas.parse(schemas.PaymentRequest, body, "Invalid payment")  # a 422 stores nothing
     return _run(
         Scope(customer.public_id, API_PAYMENTS, key),
         keyed_fingerprint(API_PAYMENTS, parsed.normalized()),
@@ -394,10 +449,13 @@ def create_payment() -> Response:
 
 
 @bp.get("/payments/<payment_id>")
+@described(operation_id="getPayment", tag="payments",
+           answers={200: (schemas.Payment, "The payment."), 404: NOT_FOUND})  # fmt: skip
 @token_required
 def get_payment(payment_id: str) -> Response:
+    """One of your payments (`pending` until its outcome is known)"""
     customer = _customer()
     payment = payments.of_customer(customer.id, payment_id)
     if payment is None:
         return problem(404, "Not found", "No such payment for this customer.")
-    return _json(payment.to_json())
+    return _json(schemas.Payment.of(payment))

@@ -70,17 +70,6 @@ class RefundView:
     created_at: datetime
     idempotency_key: str | None = None  # the key that made it: refunds are unique on (order, key)
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.public_id,
-            "order_id": self.order_public_id,
-            "amount_cents": self.amount_cents,
-            "currency": self.currency,
-            "reason": self.reason,
-            "status": self.status,
-            "created_at": self.created_at.isoformat().replace("+00:00", "Z"),
-        }
-
 
 def refunds_where(where: sa.ColumnElement[bool]) -> list[RefundView]:
     rows = db.session.execute(
@@ -133,24 +122,6 @@ class OrderView:
     refunded_cents: int = 0
     language: str = "en"  # the shopper's, for the emails
     refunds: tuple[RefundView, ...] = ()
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.public_id,
-            "status": self.status,
-            "items": [
-                {"sku": item.sku, "quantity": item.quantity, "unit_price_cents": item.unit_price_cents}
-                for item in self.items
-            ],
-            "total_cents": self.total_cents,
-            "currency": self.currency,
-            "email": self.email,
-            "card_last4": self.card_last4,
-            "charge_id": self.charge_id,
-            "refunded_cents": self.refunded_cents,
-            "refunds": [refund.to_json() for refund in self.refunds],
-            "created_at": self.created_at.isoformat().replace("+00:00", "Z"),
-        }
 
 
 _COLUMNS = [

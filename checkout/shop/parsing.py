@@ -19,7 +19,7 @@ from email_validator import EmailNotValidError, validate_email
 
 from checkout.extensions import db
 from checkout.gateway.client import digits_only, luhn_valid
-from checkout.shop.models import MAX_QUANTITY, Product
+from checkout.shop.models import MAX_PAYMENT_AMOUNT, MAX_QUANTITY, PAYMENT_CURRENCIES, Product
 from checkout.shop.orders import Line
 
 MAX_LINES = 50
@@ -98,35 +98,13 @@ class RequestedLine:
     quantity: int
 
 
-def items(raw: object) -> tuple[list[RequestedLine], dict[str, list[str]]]:
-    """The lines of an order, and the errors by field (``items[2].sku``), each on the item that has it."""
+def lines(raw: object) -> list[Any]:
+    """The lines of an order as sent: a list of 1 to 50 (each line is parsed on its own)."""
     if not isinstance(raw, list) or not raw:
-        return [], {"items": ["must be a non-empty list"]}
+        raise Invalid("must be a non-empty list")
     if len(raw) > MAX_LINES:
-        return [], {"items": [f"at most {MAX_LINES} lines"]}
-    lines: list[RequestedLine] = []
-    errors: dict[str, list[str]] = {}
-    seen: set[str] = set()
-    for index, item in enumerate(raw):
-        if not isinstance(item, dict):
-            errors[f"items[{index}]"] = ["must be an object with sku and quantity"]
-            continue
-        try:
-            code = sku(item.get("sku"))
-            if code in seen:
-                raise Invalid("appears more than once; send one line per product")
-            seen.add(code)
-        except Invalid as error:
-            errors[f"items[{index}].sku"] = [str(error)]
-            code = None
-        try:
-            count = quantity(item.get("quantity"))
-        except Invalid as error:
-            errors[f"items[{index}].quantity"] = [str(error)]
-            count = None
-        if code is not None and count is not None:
-            lines.append(RequestedLine(index, code, count))
-    return lines, errors
+        raise Invalid(f"at most {MAX_LINES} lines")
+    return raw
 
 
 MAX_CENTS = 100_000_000
@@ -154,54 +132,48 @@ def amount_in_dollars(raw: object) -> int | None:
     return amount_cents(int(whole) * 100 + int((fraction + "00")[:2]))
 
 
-# --- an API order body: parsed, then priced ----------------------------------------------
+def reason(raw: object) -> str:
+    return "" if raw is None else text(raw, max_length=200).strip()
+
+
+# --- a payment's fields (POST /api/payments) ------------------------------------------------
+
+DEFAULT_CARD = "4242424242424242"  # a payment sent without a card pays with the gateway's success test card
+
+
+def order_reference(raw: object) -> str:
+    if raw is None:
+        raise Invalid("is required: your own reference for the order, 1 to 64 visible ASCII characters")
+    found = purchase(raw)
+    assert found is not None
+    return found
+
+
+def minor_units(raw: object) -> int:
+    if isinstance(raw, bool) or not isinstance(raw, int) or not 1 <= raw <= MAX_PAYMENT_AMOUNT:
+        raise Invalid(f"must be a whole number of minor units from 1 to {MAX_PAYMENT_AMOUNT:,}")
+    return raw
+
+
+def payment_currency(raw: object) -> str:
+    if not isinstance(raw, str) or raw not in PAYMENT_CURRENCIES:
+        raise Invalid("must be one of " + ", ".join(PAYMENT_CURRENCIES))
+    return raw
+
+
+def card_or_default(raw: object) -> str:
+    return DEFAULT_CARD if raw is None else card_number(raw)
+
+
+# --- an order's lines, priced from the catalog ------------------------------------------------
 
 Errors = dict[str, list[str]]
-
-
-@dataclass(frozen=True)
-class ParsedOrder:
-    items: tuple[RequestedLine, ...]
-    email: str
-    card_number: str
-    purchase: str | None = None  # the client's purchase reference, if it sends one
-
-    def normalized(self) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "items": [{"sku": item.sku, "quantity": item.quantity} for item in self.items],
-            "email": self.email,
-            "card_number": self.card_number,
-        }
-        if self.purchase is not None:
-            body["purchase"] = self.purchase
-        return body
 
 
 @dataclass(frozen=True)
 class PricedLines:
     lines: tuple[Line, ...]
     currency: str
-
-
-def _field(errors: Errors, name: str, parse: Any, raw: object) -> Any:
-    try:
-        return parse(raw)
-    except Invalid as error:
-        errors[name] = [str(error)]
-        return None
-
-
-def parse_order(body: Any) -> tuple[ParsedOrder | None, Errors]:
-    """The order as sent, or the errors per field (``items[0].sku`` style); nothing is read from the database."""
-    if not isinstance(body, dict):
-        return None, {"body": ["must be a JSON object"]}
-    requested, errors = items(body.get("items"))
-    address = _field(errors, "email", email, body.get("email"))
-    card = _field(errors, "card_number", card_number, body.get("card_number"))
-    reference = _field(errors, "purchase", purchase, body.get("purchase"))
-    if errors:
-        return None, {**errors, **price(requested)[1]}  # report unknown SKUs in the same answer
-    return ParsedOrder(tuple(requested), address, card, reference), {}
 
 
 def price(items: Sequence[RequestedLine]) -> tuple[PricedLines | None, Errors]:

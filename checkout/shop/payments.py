@@ -15,15 +15,12 @@ from typing import Any, ClassVar, Protocol
 import sqlalchemy as sa
 
 from checkout.database import insert_ignoring_conflicts, public_id, table_of, utcnow
-from checkout.errors import json_bytes
 from checkout.extensions import db
 from checkout.gateway import Gateway
 from checkout.idempotency import Complete, MoveTo, Operation, Refuse, StoredResponse
 from checkout.idempotency.types import Step
-from checkout.shop import parsing
+from checkout.shop import schemas
 from checkout.shop.models import (
-    MAX_PAYMENT_AMOUNT,
-    PAYMENT_CURRENCIES,
     PAYMENT_DECLINED,
     PAYMENT_FAILED,
     PAYMENT_HOLDS_ORDER,
@@ -48,73 +45,8 @@ from checkout.shop.placement import (
 API_PAYMENTS = "POST /api/payments"
 PAYMENT_CREATED = "payment_created"
 PAYMENT_PREFIX = "pay"
-# The card a payment is made with when the body names none: the gateway's success test card.
-DEFAULT_CARD = "4242424242424242"
 
 payments = table_of(Payment)
-
-
-# --- the body ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ParsedPayment:
-    order_ref: str
-    amount: int
-    currency: str
-    card_number: str  # digits only; never stored, only handed to the gateway
-
-    def normalized(self) -> dict[str, Any]:
-        """What the fingerprint covers: the validated body, the card as digits, the default card filled in."""
-        return {
-            "orderId": self.order_ref,
-            "amount": self.amount,
-            "currency": self.currency,
-            "card_number": self.card_number,
-        }
-
-
-def _order_ref(raw: object) -> str:
-    if raw is None:
-        raise parsing.Invalid("is required: your own reference for the order, 1 to 64 visible ASCII characters")
-    found = parsing.purchase(raw)
-    assert found is not None
-    return found
-
-
-def _amount(raw: object) -> int:
-    if isinstance(raw, bool) or not isinstance(raw, int) or not 1 <= raw <= MAX_PAYMENT_AMOUNT:
-        raise parsing.Invalid(f"must be a whole number of minor units from 1 to {MAX_PAYMENT_AMOUNT:,}")
-    return raw
-
-
-def _currency(raw: object) -> str:
-    if not isinstance(raw, str) or raw not in PAYMENT_CURRENCIES:
-        raise parsing.Invalid("must be one of " + ", ".join(PAYMENT_CURRENCIES))
-    return raw
-
-
-def _card(raw: object) -> str:
-    return DEFAULT_CARD if raw is None else parsing.card_number(raw)
-
-
-def parse_payment(body: Any) -> tuple[ParsedPayment | None, dict[str, list[str]]]:
-    """The payment as sent, or the errors per field; nothing is read from the database."""
-    if not isinstance(body, dict):
-        return None, {"body": ["must be a JSON object"]}
-    errors: dict[str, list[str]] = {}
-    values: dict[str, Any] = {}
-    for name, field, parse in (
-        ("order_ref", "orderId", _order_ref),
-        ("amount", "amount", _amount),
-        ("currency", "currency", _currency),
-        ("card_number", "card_number", _card),
-    ):
-        try:
-            values[name] = parse(body.get(field))
-        except parsing.Invalid as error:
-            errors[field] = [str(error)]
-    return (None, errors) if errors else (ParsedPayment(**values), {})
 
 
 # --- payments as plain values ------------------------------------------------------------
@@ -134,17 +66,6 @@ class PaymentView:
     card_last4: str
     charge_id: str | None
     created_at: datetime
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.public_id,
-            "order_id": self.order_ref,
-            "amount": self.amount,
-            "currency": self.currency,
-            "status": self.status,
-            "charge_id": self.charge_id,
-            "created_at": self.created_at.isoformat().replace("+00:00", "Z"),
-        }
 
     @property
     def location(self) -> str:
@@ -198,7 +119,7 @@ def gateway_key_for(payment_public_id: str) -> str:
 class PaymentRequest:
     customer_id: int
     idempotency_key: str
-    payment: ParsedPayment
+    payment: schemas.PaymentRequest
 
 
 def insert_pending(request: PaymentRequest) -> PaymentView | None:
@@ -304,7 +225,9 @@ class ApiPaymentResponder:
 
     def paid(self, payment: PaymentView) -> StoredResponse:
         return StoredResponse(
-            201, {"Content-Type": "application/json", "Location": payment.location}, json_bytes(payment.to_json())
+            201,
+            {"Content-Type": "application/json", "Location": payment.location},
+            schemas.Payment.of(payment).to_bytes(),
         )
 
     def declined(self, payment: PaymentView) -> StoredResponse:

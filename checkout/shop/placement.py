@@ -36,7 +36,7 @@ from checkout.idempotency import (
 from checkout.idempotency.sql_store import SQL_STORE
 from checkout.idempotency.store import RecordStore
 from checkout.idempotency.types import STARTED, Step
-from checkout.shop import carts, orders
+from checkout.shop import carts, orders, schemas
 from checkout.shop.models import DECLINED, FAILED, PAID, PENDING, WAS_PAID
 from checkout.shop.orders import Line, OrderView, total_of
 from checkout.shop.parsing import RequestedLine, price
@@ -530,7 +530,7 @@ class ApiResponder:
         return StoredResponse(
             201,
             {"Content-Type": "application/json", "Location": f"/api/orders/{order.public_id}"},
-            json_bytes(order.to_json()),
+            schemas.Order.of(order).to_bytes(),
         )
 
     def declined(self, order: OrderView) -> StoredResponse:

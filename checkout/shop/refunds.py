@@ -21,7 +21,7 @@ from checkout.gateway import Refund as GatewayRefundAnswer
 from checkout.i18n import N_
 from checkout.idempotency import Complete, MoveTo, Operation, Refuse, RetryLater, StoredResponse
 from checkout.idempotency.types import Step
-from checkout.shop import orders
+from checkout.shop import orders, schemas
 from checkout.shop.models import (
     PARTIALLY_REFUNDED,
     REFUND_PENDING,
@@ -80,7 +80,7 @@ class ApiRefundResponder:
     def refunded(self, refund: RefundView) -> StoredResponse:
         location = f"/api/orders/{refund.order_public_id}/refunds/{refund.public_id}"
         return StoredResponse(
-            201, {"Content-Type": "application/json", "Location": location}, json_bytes(refund.to_json())
+            201, {"Content-Type": "application/json", "Location": location}, schemas.Refund.of(refund).to_bytes()
         )
 
     def not_refundable(self, order: OrderView) -> StoredResponse:

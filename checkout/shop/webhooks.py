@@ -15,13 +15,14 @@ from flask import Blueprint, Response, current_app, request
 
 from checkout import metrics
 from checkout.database import insert_ignoring_conflicts, table_of, utcnow, writing
-from checkout.errors import json_bytes, problem
+from checkout.errors import problem
 from checkout.extensions import csrf, db
 from checkout.gateway.signing import HEADER, verify
 from checkout.idempotency import Scope
 from checkout.idempotency.audit import note
 from checkout.idempotency.models import IdempotencyRecord
-from checkout.shop import orders, payments, refunds
+from checkout.openapi import TOO_LARGE, described, problems
+from checkout.shop import orders, payments, refunds, schemas
 from checkout.shop.models import (
     DECLINED,
     PAID,
@@ -58,7 +59,21 @@ def _event(raw: bytes) -> dict[str, Any] | None:
 
 
 @bp.post("/webhooks/gateway")
+@described(
+    operation_id="receiveGatewayEvent",
+    tag="webhooks",
+    public=True,
+    body=schemas.GatewayEvent,
+    headers=schemas.SignedHeaders,
+    answers={
+        200: (schemas.EventReceived, "Received: applied, or a repeated delivery that changed nothing."),
+        400: problems("A missing, bad or stale signature, or a body that is not an event: nothing applied.",
+                      "bad-signature", "bad-request"),
+        413: TOO_LARGE,
+    },
+)  # fmt: skip
 def receive() -> Response:
+    """A payment gateway event, delivered at least once, applied once"""
     raw = request.get_data(cache=False)
     refused = verify(
         str(current_app.config["CHECKOUT_WEBHOOK_SECRET"]), request.headers.get(HEADER), raw, int(utcnow().timestamp())
@@ -94,7 +109,7 @@ def receive() -> Response:
                 sa.update(receipts).where(receipts.c.event_id == event["id"]).values(result=result, detail=detail)
             )
     metrics.webhook_received(event["type"], result)  # after the commit: it happened
-    return Response(json_bytes({"event": event["id"], "result": result}), mimetype="application/json")
+    return Response(schemas.EventReceived(event=event["id"], result=result).to_bytes(), mimetype="application/json")
 
 
 def apply(type_: str, data: dict[str, Any]) -> tuple[str, dict[str, Any]]:

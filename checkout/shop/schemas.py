@@ -1,0 +1,367 @@
+"""The JSON API's bodies and answers, each one pydantic model: it validates the request, serialises the answer,
+and is the schema ``GET /api/openapi.json`` publishes (spectree reads them from the views, checkout/openapi.py).
+
+A request is validated inside its view, after the token and the key, so the contract's order of refusal holds
+(401, the key's 400, 415, malformed 400, then 422). Each field runs this shop's own parser first
+(``checkout.shop.parsing``), so its message is the shop's; the constraints beside it are what the document says.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema
+
+from checkout.errors import Problem as Refusal
+from checkout.shop import parsing
+from checkout.shop.models import (
+    MAX_PAYMENT_AMOUNT,
+    MAX_QUANTITY,
+    ORDER_STATES,
+    PAYMENT_CURRENCIES,
+    PAYMENT_STATES,
+    REFUND_PENDING,
+    REFUND_SUCCEEDED,
+)
+from checkout.shop.parsing import MAX_CENTS, MAX_LINES, RequestedLine
+
+if TYPE_CHECKING:
+    from checkout.shop.orders import OrderView, RefundView
+    from checkout.shop.payments import PaymentView
+
+Errors = dict[str, list[str]]
+VISIBLE_ASCII = "^[!-~]{1,64}$"
+
+
+def _parsed_by(parse: Any) -> BeforeValidator:
+    """This shop's parser first: its message is the field's error, its clean value what the model holds."""
+    return BeforeValidator(parse)
+
+
+def _omittable(schema: dict[str, Any]) -> None:
+    """A field a body may leave out: the document gives the value's own rules (a null is read as not sent)."""
+    schema.pop("default", None)
+    schema.update(next(choice for choice in schema.pop("anyOf", [{}]) if choice.get("type") != "null"))
+
+
+# --- requests ------------------------------------------------------------------------------
+
+Sku = Annotated[str, Field(max_length=32, pattern="^[A-Z0-9][A-Z0-9-]{0,31}$", examples=["MUG-01"])]
+Reference = Annotated[str, Field(min_length=1, max_length=64, pattern=VISIBLE_ASCII)]
+CARD = "The card's number: digits, spaces or dashes; Luhn-valid."
+
+
+class Request(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class OrderLine(Request):
+    sku: Annotated[Sku, _parsed_by(parsing.sku)]
+    quantity: Annotated[int, Field(ge=1, le=MAX_QUANTITY), _parsed_by(parsing.quantity)]
+
+
+class OrderRequest(Request):
+    items: Annotated[list[OrderLine], Field(min_length=1, max_length=MAX_LINES), _parsed_by(parsing.lines)]
+    email: Annotated[str, Field(max_length=254, json_schema_extra={"format": "email"}), _parsed_by(parsing.email)]
+    card_number: Annotated[str, Field(description=CARD), _parsed_by(parsing.card_number)]
+    purchase: Annotated[
+        Reference | None,
+        Field(
+            description="Your own name for this purchase (1 to 64 visible ASCII characters), the same on every "
+            "retry: the lab counts money per purchase.",
+            json_schema_extra=_omittable,
+        ),
+        _parsed_by(parsing.purchase),
+    ] = None
+
+    def lines(self) -> tuple[RequestedLine, ...]:
+        return tuple(RequestedLine(index, line.sku, line.quantity) for index, line in enumerate(self.items))
+
+    def normalized(self) -> dict[str, Any]:
+        """What the fingerprint covers: the validated body, the card as digits."""
+        return self.model_dump(exclude_none=True)
+
+
+class RefundRequest(Request):
+    amount_cents: Annotated[
+        Annotated[int, Field(ge=1, le=MAX_CENTS)] | None,
+        Field(description="Default: everything that is left to refund.", json_schema_extra=_omittable),
+        _parsed_by(parsing.amount_cents),
+    ] = None
+    reason: Annotated[str, Field(max_length=200), _parsed_by(parsing.reason)] = ""
+
+
+class PaymentRequest(Request):
+    order_ref: Annotated[
+        Reference,
+        Field(
+            alias="orderId",
+            description="Your own reference for the order: 1 to 64 visible ASCII characters.",
+            examples=["order-123"],
+        ),
+        _parsed_by(parsing.order_reference),
+    ]
+    amount: Annotated[
+        int,
+        Field(ge=1, le=MAX_PAYMENT_AMOUNT, description="In minor units (kopiyky, cents).", examples=[49900]),
+        _parsed_by(parsing.minor_units),
+    ]
+    currency: Annotated[
+        str, WithJsonSchema({"type": "string", "enum": list(PAYMENT_CURRENCIES)}), _parsed_by(parsing.payment_currency)
+    ]
+    card_number: Annotated[
+        str,
+        # Sent without one, the gateway's success test card pays: a default the document does not publish.
+        Field(description="Optional. " + CARD, validate_default=True, json_schema_extra=_omittable),
+        _parsed_by(parsing.card_or_default),
+    ] = None  # type: ignore[assignment]  # validate_default: the parser turns it into the default card
+
+    def normalized(self) -> dict[str, Any]:
+        """What the fingerprint covers: the validated body, the card as digits, the default card filled in."""
+        return self.model_dump(by_alias=True)
+
+
+M = TypeVar("M", bound=Request)
+
+
+def field_errors(error: ValidationError) -> Errors:
+    """pydantic's errors as this shop's: per field (``items[0].sku``), the shop's own message for each."""
+    errors: Errors = {}
+    for found in error.errors(include_url=False):
+        name = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in found["loc"]).lstrip(".")
+        if found["type"] == "value_error":
+            message = str(found["ctx"]["error"])
+        elif found["type"] == "missing":
+            message = "is required"
+        elif found["type"].endswith(("model_type", "dict_type")):
+            message = "must be a JSON object"
+        else:
+            message = found["msg"]
+        errors.setdefault(name or "body", []).append(message)
+    return errors
+
+
+def parse(model: type[M], body: object, title: str) -> M:
+    """The body as ``model``, or a 422 with the errors per field (nothing stored: the key stays usable)."""
+    try:
+        return model.model_validate(body)
+    except ValidationError as error:
+        raise Refusal(422, title, "Some fields are invalid.", errors=field_errors(error)) from None
+
+
+def parse_order(body: object) -> OrderRequest:
+    """An order body; its errors in one answer: the fields', a product sent twice, and the SKUs the catalog does
+    not know (read only when there is an error to report; a valid order is priced inside its claim)."""
+    order, errors = None, {}
+    try:
+        order = OrderRequest.model_validate(body)
+    except ValidationError as error:
+        errors = field_errors(error)
+    lines, seen = [], set()
+    for line in order.lines() if order is not None else _well_formed_lines(body, errors):
+        if line.sku in seen:
+            errors[f"items[{line.index}].sku"] = ["appears more than once; send one line per product"]
+        else:
+            lines.append(line)
+        seen.add(line.sku)
+    if errors:
+        raise Refusal(422, "Invalid order", "Some fields are invalid.", errors={**errors, **parsing.price(lines)[1]})
+    assert order is not None
+    return order
+
+
+def _well_formed_lines(body: object, errors: Errors) -> list[RequestedLine]:
+    """The lines of an invalid body that are valid on their own, to check them against the catalog too."""
+    items = body.get("items") if isinstance(body, dict) else None
+    if not isinstance(items, list) or "items" in errors:
+        return []
+    return [
+        RequestedLine(index, parsing.sku(item["sku"]), parsing.quantity(item["quantity"]))
+        for index, item in enumerate(items)
+        if not any(name.startswith(f"items[{index}]") for name in errors)
+    ]
+
+
+# --- answers -------------------------------------------------------------------------------
+
+Cents = Annotated[int, Field(ge=0)]
+
+
+class Answer(BaseModel):
+    def to_bytes(self) -> bytes:
+        """The exact bytes sent, and stored for a replay."""
+        return self.__pydantic_serializer__.to_json(self)
+
+
+class Product(Answer):
+    sku: str
+    name: str
+    price_cents: Cents
+    currency: str
+    stock: Cents
+
+
+class OrderItem(Answer):
+    sku: str
+    quantity: int
+    unit_price_cents: Cents
+
+
+class Refund(Answer):
+    id: Annotated[str, Field(pattern="^re_")]
+    order_id: str
+    amount_cents: Cents
+    currency: str
+    reason: str
+    status: Annotated[str, WithJsonSchema({"enum": [REFUND_PENDING, REFUND_SUCCEEDED]})]
+    created_at: datetime
+
+    @classmethod
+    def of(cls, refund: RefundView) -> Refund:
+        return cls(
+            id=refund.public_id,
+            order_id=refund.order_public_id,
+            amount_cents=refund.amount_cents,
+            currency=refund.currency,
+            reason=refund.reason,
+            status=refund.status,
+            created_at=refund.created_at,
+        )
+
+
+class Order(Answer):
+    id: Annotated[str, Field(pattern="^ord_")]
+    status: Annotated[str, WithJsonSchema({"enum": list(ORDER_STATES)})]
+    items: list[OrderItem]
+    total_cents: Cents
+    currency: str
+    email: str
+    card_last4: str
+    charge_id: str | None
+    refunded_cents: Cents
+    refunds: list[Refund]
+    created_at: datetime
+
+    @classmethod
+    def of(cls, order: OrderView) -> Order:
+        return cls(
+            id=order.public_id,
+            status=order.status,
+            items=[OrderItem(sku=i.sku, quantity=i.quantity, unit_price_cents=i.unit_price_cents) for i in order.items],
+            total_cents=order.total_cents,
+            currency=order.currency,
+            email=order.email,
+            card_last4=order.card_last4,
+            charge_id=order.charge_id,
+            refunded_cents=order.refunded_cents,
+            refunds=[Refund.of(refund) for refund in order.refunds],
+            created_at=order.created_at,
+        )
+
+
+class Payment(Answer):
+    id: Annotated[str, Field(pattern="^pay_")]
+    order_id: Annotated[str, Field(description="Your `orderId`.")]
+    amount: Annotated[int, Field(ge=1, le=MAX_PAYMENT_AMOUNT)]
+    currency: Annotated[str, WithJsonSchema({"type": "string", "enum": list(PAYMENT_CURRENCIES)})]
+    status: Annotated[str, WithJsonSchema({"enum": list(PAYMENT_STATES)})]
+    charge_id: str | None
+    created_at: datetime
+
+    @classmethod
+    def of(cls, payment: PaymentView) -> Payment:
+        return cls(
+            id=payment.public_id,
+            order_id=payment.order_ref,
+            amount=payment.amount,
+            currency=payment.currency,
+            status=payment.status,
+            charge_id=payment.charge_id,
+            created_at=payment.created_at,
+        )
+
+
+class OrdersQuery(BaseModel):
+    """``GET /api/orders``'s query."""
+
+    idempotency_key: Annotated[
+        str | None,
+        Field(
+            description="Only the order this key placed (zero or one): a client unsure of an outcome can look it up."
+        ),
+    ] = None
+
+
+# --- problems (RFC 9457): what every refusal's body holds ------------------------------------
+
+
+class Problem(Answer):
+    type: Annotated[str, Field(description="A short token, e.g. `idempotency-key-reused`.")]
+    title: str
+    status: int
+    detail: str
+
+
+class RetryProblem(Problem):
+    """Not an outcome: nothing is stored; retry after ``Retry-After`` seconds with the same key."""
+
+    idempotency_key: str | None = None
+    order_id: str | None = None
+    refund_id: str | None = None
+    payment_id: str | None = None
+
+
+class PaymentProblem(Problem):
+    id: Annotated[str | None, Field(description="`order-already-paid`: the payment that paid it.")] = None
+    payment_id: str | None = None
+    order_id: Annotated[str | None, Field(description="Your `orderId`.")] = None
+    idempotency_key: str | None = None
+
+
+class OrderProblem(Problem):
+    order_id: str | None = None
+
+
+class InvalidProblem(Problem):
+    errors: Annotated[
+        dict[str, list[str]] | None, Field(description="Per field (`items[0].sku` style): what is wrong with it.")
+    ] = None
+    skus: list[str] | None = None
+    order_id: str | None = None
+    refundable_cents: Cents | None = None
+
+
+# --- the gateway's webhook -----------------------------------------------------------------
+
+
+class SignedHeaders(BaseModel):
+    signature: Annotated[
+        str,
+        Field(
+            alias="Gateway-Signature",
+            description='t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<raw body>">, keyed by the webhook secret; '
+            "at most 300 s away from now.",
+        ),
+    ]
+
+
+class GatewayEventData(BaseModel):
+    id: str | None = None
+    reference: str | None = None
+    gateway_key: str | None = None
+    amount_cents: Cents | None = None
+    currency: str | None = None
+    status: str | None = None
+
+
+class GatewayEvent(BaseModel):
+    id: Annotated[str, Field(max_length=40)]
+    type: Annotated[str, Field(examples=["charge.succeeded", "charge.failed", "refund.succeeded"])]
+    created: int
+    data: GatewayEventData
+
+
+class EventReceived(Answer):
+    event: str
+    result: Annotated[str, WithJsonSchema({"enum": ["applied", "no change", "ignored", "duplicate"]})]
