@@ -67,11 +67,12 @@ def test_bulk_records_fill_not_null_columns_the_generator_was_never_told_about(d
 def test_the_benchmark_completes_with_tiny_numbers_and_prints_its_tables(tmp_path: Path) -> None:
     backend = "postgresql" if POSTGRES_URL else "sqlite"
     environment = {**os.environ, "BENCH_DATABASE_URL": POSTGRES_URL} if POSTGRES_URL else {**os.environ}
-    numbers = tmp_path / "bench.json"
+    numbers, table = tmp_path / "bench.json", tmp_path / "benchmark.md"
+    table.write_text("# before\n<!-- make bench writes from here -->\nold\n<!-- to here -->\nafter\n")
     tiny = ["--clients", "2", "--requests", "6", "--batch", "3", "--replays", "5", "--records-max", "10100"]
     tiny += ["--storm", "10", "--workers", "2"]
     result = subprocess.run(
-        [sys.executable, str(BENCH), "--backends", backend, *tiny, "--json", str(numbers)],
+        [sys.executable, str(BENCH), "--backends", backend, *tiny, "--json", str(numbers), "--markdown", str(table)],
         capture_output=True,
         text=True,
         env=environment,
@@ -81,8 +82,11 @@ def test_the_benchmark_completes_with_tiny_numbers_and_prints_its_tables(tmp_pat
     assert result.returncode == 0, result.stdout + result.stderr
     for heading in ("side by side", "replay cost vs stored records", "the storm", "statements and commits"):
         assert heading in result.stdout
-    for scenario in ("protected", "unsafe", "replay"):
+    for scenario in ("protected", "no store", "replay", "protected, lab off", "floor", "server CPU per request"):
         assert scenario in result.stdout
     assert "skipped" not in result.stdout
     saved = json.loads(numbers.read_text())
     assert {"side_by_side", "replay_by_table_size", "storm", "statements"} <= set(saved["backends"][backend])
+    assert all(row["cpu_ms"] is not None for row in saved["backends"][backend]["side_by_side"].values())
+    written = table.read_text()
+    assert "old" not in written and "| floor, 2 clients |" in written and written.endswith("<!-- to here -->\nafter\n")
