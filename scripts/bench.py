@@ -53,7 +53,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -428,7 +428,12 @@ def tracebacks_logged(server: Server) -> int:
 
 @contextmanager
 def gunicorn_server(
-    database_url: str, folder: Path, name: str, workers: int, settings: dict[str, str] | None = None
+    database_url: str,
+    folder: Path,
+    name: str,
+    workers: int,
+    settings: dict[str, str] | None = None,
+    app: str = "checkout:create_app()",
 ) -> Iterator[Server]:
     """One gunicorn server with the project's gunicorn.conf.py, like tests/servers.py starts them."""
     port = free_port()
@@ -447,7 +452,7 @@ def gunicorn_server(
         "/dev/null",
         "--chdir",
         str(folder),
-        "checkout:create_app()",
+        app,
     ]
     with log.open("wb") as log_file:
         process = subprocess.Popen(
@@ -466,26 +471,9 @@ def gunicorn_server(
             say(f"  ! gunicorn {name} logged {tracebacks} traceback(s); the first:\n{first_traceback(server)}")
 
 
-@contextmanager
-def floor_server(database_url: str, folder: Path, workers: int) -> Iterator[Server]:
+def floor_server(database_url: str, folder: Path, workers: int) -> AbstractContextManager[Server]:
     """The floor (scripts/floor_app.py) with the same gunicorn settings: the least Flask does for these writes."""
-    port = free_port()
-    log = folder / "gunicorn-floor.log"
-    command = [sys.executable, "-m", "gunicorn", "--config", str(ROOT / "gunicorn.conf.py"), "--bind",
-               f"{HOST}:{port}", "--workers", str(workers), "--access-logfile", "/dev/null", "--chdir", str(folder),
-               "scripts.floor_app:create_app()"]  # fmt: skip
-    with log.open("wb") as log_file:
-        process = subprocess.Popen(
-            command, env=app_environment(database_url), stdout=subprocess.DEVNULL, stderr=log_file
-        )
-    server = Server("floor", port, process, log)
-    try:
-        wait_until_serving(server)
-        yield server
-    finally:
-        stop(process)
-        if tracebacks := tracebacks_logged(server):
-            say(f"  ! the floor logged {tracebacks} traceback(s); the first:\n{first_traceback(server)}")
+    return gunicorn_server(database_url, folder, "floor", workers, app="scripts.floor_app:create_app()")
 
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
