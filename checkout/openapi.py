@@ -222,12 +222,8 @@ def _finish(document: dict[str, Any], production: bool) -> dict[str, Any]:
 
 @cache
 def _document(production: bool) -> bytes:
+    """The served bytes, made once per kind of deployment (the routes are the same in every app)."""
     return json_bytes(_finish(copy.deepcopy(spec.spec), production))
-
-
-def document(*, production: bool = False) -> dict[str, Any]:
-    """The whole description (a fresh dict each time: callers may keep or change it)."""
-    return _finish(copy.deepcopy(spec.spec), production)
 
 
 @bp.get("/api/openapi.json")
