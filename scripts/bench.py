@@ -473,6 +473,12 @@ def gunicorn_server(
 
 def floor_server(database_url: str, folder: Path, workers: int) -> AbstractContextManager[Server]:
     """The floor (scripts/floor_app.py) with the same gunicorn settings: the least Flask does for these writes."""
+    subprocess.run(
+        [sys.executable, "-c", "import os, scripts.floor_app as f; f.prepare(os.environ['DATABASE_URL'])"],
+        env=app_environment(database_url),
+        cwd=ROOT,
+        check=True,
+    )
     return gunicorn_server(database_url, folder, "floor", workers, app="scripts.floor_app:create_app()")
 
 
@@ -1013,6 +1019,8 @@ def markdown_table(results: dict[str, Any]) -> str:
     def scenario(part: str, name: str) -> Callable[[dict[str, Any]], str]:
         def pick(found: dict[str, Any]) -> str:
             one = found[part][name]
+            if one["median_ms"] is None:  # no request succeeded: the run printed why
+                return "no answer"
             latency = f"{one['median_ms']:.1f} / {one['p95_ms']:.1f} ms"
             return f"{one['cpu_ms']:.1f} ms; {latency}; {one['requests_per_second']:.0f}/s"
 

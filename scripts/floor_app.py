@@ -1,5 +1,6 @@
 """The floor of ``make bench``: the least a Flask app can do for the writes of one paid order.
 
+    python -c 'import scripts.floor_app as f, os; f.prepare(os.environ["DATABASE_URL"])'   # its tables, once
     gunicorn --config gunicorn.conf.py "scripts.floor_app:create_app()"    # DATABASE_URL as for the shop
 
 ``POST /api/orders`` here reads the bearer token (one indexed read), parses the JSON body, and in two
@@ -84,13 +85,20 @@ def _engine(url: str) -> sa.Engine:
     return engine
 
 
-def create_app() -> Flask:
-    engine = _engine(os.environ["DATABASE_URL"])
-    metadata.create_all(engine)  # checkfirst: one worker makes them, the others find them
+def prepare(url: str) -> None:
+    """Create and seed the floor's tables, once, before the workers start (two workers racing to
+    CREATE TABLE collide on PostgreSQL's catalogue, whatever ``checkfirst`` says)."""
+    engine = _engine(url)
+    metadata.create_all(engine)
     with engine.begin() as connection:
         if connection.scalar(sa.select(sa.func.count()).select_from(customers)) == 0:
             connection.execute(customers.insert(), {"token": TOKEN})
             connection.execute(stock.insert(), [{"sku": "MUG-01", "price_cents": 1400, "available": STOCK}])
+    engine.dispose()
+
+
+def create_app() -> Flask:
+    engine = _engine(os.environ["DATABASE_URL"])
     app = Flask(__name__)
 
     @app.post("/api/orders")

@@ -87,6 +87,9 @@ def test_the_benchmark_completes_with_tiny_numbers_and_prints_its_tables(tmp_pat
     assert "skipped" not in result.stdout
     saved = json.loads(numbers.read_text())
     assert {"side_by_side", "replay_by_table_size", "storm", "statements"} <= set(saved["backends"][backend])
-    assert all(row["cpu_ms"] is not None for row in saved["backends"][backend]["side_by_side"].values())
+    side_by_side = saved["backends"][backend]["side_by_side"].values()
+    assert all(row["cpu_ms"] is not None for row in side_by_side)
+    assert [row["non_2xx"] for row in side_by_side] == [0] * len(side_by_side)  # every server answered, the floor too
+    assert "traceback" not in result.stdout
     written = table.read_text()
     assert "old" not in written and "| floor, 2 clients |" in written and written.endswith("<!-- to here -->\nafter\n")
