@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session
 
-from checkout.database import WRITE_OPTION, insert_ignoring_conflicts, utcnow
+from checkout.database import WRITE_OPTION, insert_ignoring_conflicts, table_of, utcnow
 from checkout.gateway.models import (
     DECLINED,
     SUCCEEDED,
@@ -177,18 +177,22 @@ def _refund_from_row(row: GatewayRefund) -> Refund:
     return Refund(row.id, row.refund_key, row.charge_id, row.reference, row.amount_cents, row.currency, row.created_at)
 
 
+_INSERT_EVENT = sa.insert(table_of(GatewayEvent))  # built once, its values given at execution
+
+
 def _event(session: Session | sa.Connection, type_: str, data: dict[str, object]) -> None:
     """Record an event for the merchant's webhook, in the transaction of the outcome it tells."""
     now = utcnow()
     session.execute(
-        sa.insert(GatewayEvent).values(
-            id="evt_" + secrets.token_hex(12),
-            type=type_,
-            created=int(now.timestamp()),
-            data=data,
-            attempts=0,
-            next_attempt_at=now,
-        )
+        _INSERT_EVENT,
+        {
+            "id": "evt_" + secrets.token_hex(12),
+            "type": type_,
+            "created": int(now.timestamp()),
+            "data": data,
+            "attempts": 0,
+            "next_attempt_at": now,
+        },
     )
 
 
@@ -447,7 +451,7 @@ class Gateway(Ledger):
         values = new_charge(gateway_key, reference, amount_cents, currency, status, card_last4, behaviour)
         with self._writer.begin() as connection:  # Core: the ledger's hot path needs no unit of work
             inserted = connection.execute(
-                insert_ignoring_conflicts(GatewayCharge, connection).values(**values).returning(GatewayCharge.id)
+                insert_ignoring_conflicts(GatewayCharge, connection).returning(GatewayCharge.id), values
             ).scalar_one_or_none()
             if inserted is not None:  # ours: what we inserted is the row, no need to read it back
                 charge = Charge(**{field: values[field] for field in Charge.__dataclass_fields__})

@@ -85,11 +85,14 @@ def note(scope: Scope, name: enum.StrEnum, **detail: Any) -> None:
     )
 
 
+_INSERT_EVENTS = insert(table_of(IdempotencyEvent))
+
+
 @event.listens_for(Session, "before_commit")
 def _write_pending_events(session: Session) -> None:
     pending = session.info.pop(_PENDING, None)
     if pending:
-        session.execute(insert(table_of(IdempotencyEvent)), pending)
+        session.execute(_INSERT_EVENTS, pending)
         session.info[_COMMITTING] = pending
 
 

@@ -176,17 +176,17 @@ class PricedLines:
     currency: str
 
 
+_PRICES = sa.select(Product.sku, Product.name, Product.price_cents, Product.currency).where(
+    Product.sku.in_(sa.bindparam("_skus", expanding=True))
+)
+
+
 def price(items: Sequence[RequestedLine]) -> tuple[PricedLines | None, Errors]:
     """The lines at today's prices, or the errors of the items the catalog does not know."""
     if not items:
         return None, {}
     skus = {item.sku for item in items}
-    products = {
-        row.sku: row
-        for row in db.session.execute(
-            sa.select(Product.sku, Product.name, Product.price_cents, Product.currency).where(Product.sku.in_(skus))
-        )
-    }
+    products = {row.sku: row for row in db.session.execute(_PRICES, {"_skus": sorted(skus)})}
     errors: Errors = {}
     for item in items:
         if item.sku not in products:
