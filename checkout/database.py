@@ -274,9 +274,21 @@ def _session() -> Session:
     return db.session()
 
 
-def _end_read(session: Session) -> None:
+def _reads_then_writes(session: Session) -> bool:
+    """Whether a write may go on in the read transaction before it: on PostgreSQL (READ COMMITTED,
+    every statement sees what is committed when it starts, so nothing differs from a new transaction).
+    Not on SQLite: a read transaction that starts to write fails if another writer committed since."""
+    _refuse_unsaved_changes(session)
+    return session.get_bind().dialect.name == "postgresql"
+
+
+def _refuse_unsaved_changes(session: Session) -> None:
     if session.new or session.dirty or session.deleted:
         raise TransactionError("objects were changed outside a unit of work; write inside `with writing():`")
+
+
+def _end_read(session: Session) -> None:
+    _refuse_unsaved_changes(session)
     # A read-only transaction: commit and rollback release the same nothing. Commit keeps the
     # objects it loaded usable (expire_on_commit=False); a rollback would expire them.
     session.commit()
@@ -293,9 +305,12 @@ def writing(*, durable: bool = True) -> Iterator[Session]:
     replay costs.
     """
     session = _session()
-    if session.in_transaction():
-        _end_read(session)
-    connection = session.connection(execution_options={WRITE_OPTION: True})  # BEGIN IMMEDIATE on SQLite
+    if session.in_transaction() and _reads_then_writes(session):
+        connection = session.connection()  # the read's transaction goes on: one BEGIN and COMMIT fewer
+    else:
+        if session.in_transaction():
+            _end_read(session)
+        connection = session.connection(execution_options={WRITE_OPTION: True})  # BEGIN IMMEDIATE on SQLite
     if not durable and connection.dialect.name == "postgresql":
         session.execute(sa.text("SET LOCAL synchronous_commit TO OFF"))
     try:
