@@ -11,8 +11,10 @@ from typing import Any
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from checkout.idempotency.audit import AuditEvent, line_of
+from checkout.idempotency.audit import AuditEvent, line_of, record_of, scrubbed_line
 from tests.helpers import GOOD_CARD, order_body, post_order
 
 # UUID-like keys whose digits, read across the dashes or inside a segment, run 13 to 19 long.
@@ -91,3 +93,42 @@ def test_an_id_whose_hex_is_all_digits_is_logged_whole() -> None:
     order_id = "ord_" + "1234567890" * 2  # secrets.token_hex(10) can come out all digits
     line = json.loads(line_of(event_with(detail={"order_id": order_id, "charge_id": "ch_" + "0" * 20})))
     assert line["order"] == order_id and line["charge"] == "ch_" + "0" * 20
+
+
+# Text made of what matters to the redaction: digits, its separators, letters and what JSON escapes.
+pieces = [
+    "4242",
+    "4242 ",
+    "4242-",
+    "424242424",
+    "0",
+    "7",
+    " ",
+    "-",
+    "--",
+    "a",
+    "n",
+    "_",
+    "\n",
+    "\t",
+    '"',
+    "\\",
+    "\u00e9",
+]
+texts = st.lists(st.sampled_from(pieces), max_size=12).map("".join) | st.from_regex(
+    r"[a_\n\"\\ -]?([0-9][ -]?){11,20}[a_\n\"\\ -]?", fullmatch=True
+)
+values = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-(10**20), max_value=10**20) | texts,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(texts, inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=300)
+@given(key=texts, customer=texts, detail=st.dictionaries(texts, values, max_size=4))
+def test_a_line_that_skips_the_scrub_is_the_line_the_scrub_would_write(
+    key: str, customer: str, detail: dict[str, Any]
+) -> None:
+    event = event_with(key=key, customer=customer, detail=detail)
+    assert json.loads(line_of(event)) == json.loads(scrubbed_line(record_of(event)))
