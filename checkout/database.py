@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import os
 import secrets
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -91,22 +91,28 @@ def _dialect_name(bind: Any) -> str:
 
 
 @functools.cache
-def _insert_or_ignore(table: sa.Table, dialect: str) -> Any:
+def _insert_or_ignore(table: sa.Table, dialect: str, returning: tuple[Any, ...]) -> Any:
+    statement: Any
     if dialect == "postgresql":
-        return postgresql.insert(table).on_conflict_do_nothing()
-    if dialect == "sqlite":
-        return sqlite.insert(table).on_conflict_do_nothing()
-    raise NotImplementedError(f"no atomic insert-or-ignore for {dialect}")
+        statement = postgresql.insert(table).on_conflict_do_nothing()
+    elif dialect == "sqlite":
+        statement = sqlite.insert(table).on_conflict_do_nothing()
+    else:
+        raise NotImplementedError(f"no atomic insert-or-ignore for {dialect}")
+    return statement.returning(*returning) if returning else statement
 
 
-def insert_ignoring_conflicts(table: Any, bind: Any) -> Any:
-    """``INSERT ... ON CONFLICT DO NOTHING`` for the bound dialect.
+def insert_ignoring_conflicts(table: Any, bind: Any, returning: Sequence[Any] = ()) -> Any:
+    """``INSERT ... ON CONFLICT DO NOTHING`` for the bound dialect, ``RETURNING`` these columns.
 
     This is what makes a claim atomic: the database, not a prior SELECT,
-    decides which of two racing inserts wins. (Built once per table and
-    dialect: give the values at execution, or with ``.values()``.)
+    decides which of two racing inserts wins. (Built once per table, dialect
+    and returned columns, so SQLAlchemy finds it in its cache without rebuilding
+    it: give the values at execution.)
     """
-    return _insert_or_ignore(table.__table__ if hasattr(table, "__table__") else table, _dialect_name(bind))
+    return _insert_or_ignore(
+        table.__table__ if hasattr(table, "__table__") else table, _dialect_name(bind), tuple(returning)
+    )
 
 
 def dialect_insert(table: Any, bind: Any) -> Any:

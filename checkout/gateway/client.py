@@ -451,7 +451,7 @@ class Gateway(Ledger):
         values = new_charge(gateway_key, reference, amount_cents, currency, status, card_last4, behaviour)
         with self._writer.begin() as connection:  # Core: the ledger's hot path needs no unit of work
             inserted = connection.execute(
-                insert_ignoring_conflicts(GatewayCharge, connection).returning(GatewayCharge.id), values
+                insert_ignoring_conflicts(GatewayCharge, connection, returning=(GatewayCharge.id,)), values
             ).scalar_one_or_none()
             if inserted is not None:  # ours: what we inserted is the row, no need to read it back
                 charge = Charge(**{field: values[field] for field in Charge.__dataclass_fields__})

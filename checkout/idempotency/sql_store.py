@@ -107,7 +107,7 @@ class SqlStore:
         now = utcnow()
         session = db.session()
         record_id = session.execute(
-            insert_ignoring_conflicts(self.records, session).returning(self.records.c.id),
+            insert_ignoring_conflicts(self.records, session, returning=(self.records.c.id,)),
             {
                 "customer": scope.customer,
                 "endpoint": scope.endpoint,

@@ -191,7 +191,7 @@ def insert(values: dict[str, Any], lines: Sequence[Line]) -> OrderView | None:
     """Insert a pending order and its lines; None if one of the orders' unique constraints says it exists."""
     now = utcnow()
     row = db.session.execute(
-        insert_ignoring_conflicts(orders, db.session).returning(*_COLUMNS),
+        insert_ignoring_conflicts(orders, db.session, returning=_COLUMNS),
         {
             **values,
             "status": PENDING,

@@ -127,7 +127,7 @@ def insert_pending(request: PaymentRequest) -> PaymentView | None:
     payment_id = public_id(PAYMENT_PREFIX)
     now = utcnow()
     row = db.session.execute(
-        insert_ignoring_conflicts(payments, db.session).returning(*_COLUMNS),
+        insert_ignoring_conflicts(payments, db.session, returning=_COLUMNS),
         {
             "public_id": payment_id,
             "customer_id": request.customer_id,

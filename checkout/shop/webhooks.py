@@ -86,7 +86,7 @@ def receive() -> Response:
     detail: dict[str, Any]
     with writing():
         claimed = db.session.execute(
-            insert_ignoring_conflicts(receipts, db.session).returning(receipts.c.event_id),
+            insert_ignoring_conflicts(receipts, db.session, returning=(receipts.c.event_id,)),
             {
                 "event_id": event["id"],
                 "type": event["type"],
