@@ -56,16 +56,22 @@ def _lab_on() -> bool:
     return bool(current_app.config["CHECKOUT_LAB"])
 
 
+# Built once, the values bound at each execution: every payment runs one (SQLAlchemy would rebuild
+# and hash the cache key of a statement made with .values(...) each time).
+_INSERT_ORDER = sa.insert(table_of(LabOrder))
+_INSERT_REFUND = sa.insert(table_of(LabRefund))
+
+
 @orders.order_placed.connect
 def _order_placed(pipeline: Any, *, order_id: int, purchase: str | None) -> None:
     if _lab_on():
-        db.session.execute(sa.insert(LabOrder).values(order_id=order_id, path=pipeline.path, purchase_ref=purchase))
+        db.session.execute(_INSERT_ORDER, {"order_id": order_id, "path": pipeline.path, "purchase_ref": purchase})
 
 
 @orders.refund_placed.connect
 def _refund_placed(path: str, *, refund_id: int) -> None:
     if _lab_on():
-        db.session.execute(sa.insert(LabRefund).values(refund_id=refund_id, path=path))
+        db.session.execute(_INSERT_REFUND, {"refund_id": refund_id, "path": path})
 
 
 @orders.stocked.connect
