@@ -344,9 +344,14 @@ def finalize(config: dict[str, Any], instance_path: str) -> None:
     if uri.startswith(("postgres://", "postgresql://")):
         # psycopg 3 is the driver we ship; accept the common short forms.
         config["SQLALCHEMY_DATABASE_URI"] = "postgresql+psycopg://" + uri.split("://", 1)[1]
+    engine_options = config.get("SQLALCHEMY_ENGINE_OPTIONS", {})
     if config["SQLALCHEMY_DATABASE_URI"].startswith("sqlite"):
         # A file does not hang up: pinging it before every checkout only costs (30 us each).
-        config["SQLALCHEMY_ENGINE_OPTIONS"] = {**config.get("SQLALCHEMY_ENGINE_OPTIONS", {}), "pool_pre_ping": False}
+        config["SQLALCHEMY_ENGINE_OPTIONS"] = {**engine_options, "pool_pre_ping": False}
+    elif config["SQLALCHEMY_DATABASE_URI"].startswith("postgresql"):
+        # Named, whatever the server's default or PGOPTIONS say: writing() continues a read into a
+        # write on this promise (checkout.database), and it costs no statement (psycopg's BEGIN says it).
+        config["SQLALCHEMY_ENGINE_OPTIONS"] = {**engine_options, "isolation_level": "READ COMMITTED"}
     database_file = _sqlite_file(config["SQLALCHEMY_DATABASE_URI"])
     if database_file is not None and not database_file.exists():
         # Create it readable by its owner only, before SQLite creates it with the default umask.

@@ -280,11 +280,11 @@ def _session() -> Session:
     return db.session()
 
 
-def _reads_then_writes(session: Session) -> bool:
-    """Whether a write may go on in the read transaction before it: on PostgreSQL (READ COMMITTED,
-    every statement sees what is committed when it starts, so nothing differs from a new transaction).
-    Not on SQLite: a read transaction that starts to write fails if another writer committed since."""
-    _refuse_unsaved_changes(session)
+def _write_continues_read(session: Session) -> bool:
+    """Whether a write may go on in the read transaction before it: on PostgreSQL, whose sessions
+    run READ COMMITTED (checkout.config names it): every statement sees what is committed when it starts,
+    so nothing differs from a new transaction. Not on SQLite: a read transaction that starts to
+    write fails if another writer committed since it began (SQLITE_BUSY_SNAPSHOT)."""
     return session.get_bind().dialect.name == "postgresql"
 
 
@@ -294,7 +294,6 @@ def _refuse_unsaved_changes(session: Session) -> None:
 
 
 def _end_read(session: Session) -> None:
-    _refuse_unsaved_changes(session)
     # A read-only transaction: commit and rollback release the same nothing. Commit keeps the
     # objects it loaded usable (expire_on_commit=False); a rollback would expire them.
     session.commit()
@@ -311,10 +310,13 @@ def writing(*, durable: bool = True) -> Iterator[Session]:
     replay costs.
     """
     session = _session()
-    if session.in_transaction() and _reads_then_writes(session):
+    reading_before = session.in_transaction()
+    if reading_before:
+        _refuse_unsaved_changes(session)
+    if reading_before and _write_continues_read(session):
         connection = session.connection()  # the read's transaction goes on: one BEGIN and COMMIT fewer
     else:
-        if session.in_transaction():
+        if reading_before:
             _end_read(session)
         connection = session.connection(execution_options={WRITE_OPTION: True})  # BEGIN IMMEDIATE on SQLite
     if not durable and connection.dialect.name == "postgresql":

@@ -123,6 +123,24 @@ def gets_the_row(waiter: Blocker, where: Any) -> bool:
     return True
 
 
+@postgres_only
+def test_every_transaction_runs_read_committed_whatever_the_connection_options_say(
+    database_url: str, tmp_path: Any
+) -> None:
+    # writing() goes on in the read transaction before it, which is the same as a new one only under
+    # READ COMMITTED: a server default or PGOPTIONS asking for REPEATABLE READ must not change that.
+    repeatable = database_url.replace(
+        "options=", "options=-c%20default_transaction_isolation%3Drepeatable%5C%20read%20"
+    )
+    app = make_app(repeatable, str(tmp_path / "instance"))
+    with app.app_context():
+        asked = db.session.execute(sa.text("SHOW default_transaction_isolation")).scalar()
+        running = db.session.execute(sa.text("SHOW transaction_isolation")).scalar()
+        db.session.rollback()
+        db.engine.dispose()
+    assert (asked, running) == ("repeatable read", "read committed")
+
+
 # --- a stopped writer's locks: 503 with Retry-After, nothing half-written -------------------------
 
 
