@@ -132,3 +132,12 @@ def test_a_line_that_skips_the_scrub_is_the_line_the_scrub_would_write(
 ) -> None:
     event = event_with(key=key, customer=customer, detail=detail)
     assert json.loads(line_of(event)) == json.loads(scrubbed_line(record_of(event)))
+
+
+def test_a_number_whose_own_str_hides_its_digits_is_redacted_as_json_writes_it() -> None:
+    class Quiet(int):
+        def __str__(self) -> str:
+            return "a number"
+
+    line = line_of(event_with(detail={"amount_cents": Quiet(4242424242424242)}))
+    assert "4242424242424242" not in line and "[redacted]" in line

@@ -168,8 +168,9 @@ def scrub(value: Any) -> Any:
         return {scrub(key): scrub(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
         return [scrub(item) for item in value]
-    if isinstance(value, int | float) and not isinstance(value, bool) and _CARD_LIKE.search(str(value)):
-        return _CARD_LIKE.sub(REDACTED, str(value))
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        written = int.__repr__(value) if isinstance(value, int) else float.__repr__(value)  # as JSON writes it
+        return _CARD_LIKE.sub(REDACTED, written) if _CARD_LIKE.search(written) else value
     return value
 
 
