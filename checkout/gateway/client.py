@@ -12,6 +12,7 @@ import secrets
 import time
 from dataclasses import dataclass
 from datetime import datetime
+from types import SimpleNamespace
 from typing import Any
 
 import sqlalchemy as sa
@@ -283,8 +284,9 @@ class Gateway(Ledger):
         # worker can die (or stall) either before or after the charge exists.
         slowness = {Behaviour.SLOW: self.slow_seconds, Behaviour.VERY_SLOW: self.very_slow_seconds}.get(card, 0.0)
         if slowness or card is Behaviour.UNAVAILABLE_ONCE:
-            # A repeat must not wait or fault again: look for its charge first. An instant card's
-            # repeat finds its charge at the insert's conflict, one read fewer on every first call.
+            # A repeat must not wait or meet the fault again: look for its charge first. Every other
+            # card's repeat finds its charge at the insert's conflict: one read fewer on each first
+            # charge, for a repeat that takes the write lock (SQLite) to learn it is one.
             existing = self.retrieve(gateway_key)
             if existing is not None:
                 return self._repeat(existing, amount_cents, currency, reference)
@@ -454,7 +456,7 @@ class Gateway(Ledger):
                 insert_ignoring_conflicts(GatewayCharge, connection, returning=(GatewayCharge.id,)), values
             ).scalar_one_or_none()
             if inserted is not None:  # ours: what we inserted is the row, no need to read it back
-                charge = Charge(**{field: values[field] for field in Charge.__dataclass_fields__})
+                charge = charge_from_row(SimpleNamespace(**values))  # the values inserted are the row
                 _event(connection, "charge.succeeded" if status == SUCCEEDED else "charge.failed", _charge_data(charge))
                 return charge, True
             row = connection.execute(sa.select(GatewayCharge).where(GatewayCharge.gateway_key == gateway_key)).first()
