@@ -258,6 +258,19 @@ class Ledger:
         self.very_slow_seconds = very_slow_seconds
         self.timeout_seconds = timeout_seconds
 
+    def _test_card(self, amount_cents: int, card_number: str) -> tuple[str, Behaviour, float]:
+        """A charge's card checked as a provider checks it: its digits, its test behaviour and how
+        many seconds it takes (the slow cards spend half before charging and half answering, so a
+        worker can die or stall either before or after the charge exists)."""
+        if amount_cents <= 0:
+            raise InvalidAmount(f"a charge must be for more than zero, not {amount_cents}")
+        digits = digits_only(card_number)
+        if digits != card_number.replace(" ", "").replace("-", "") or not luhn_valid(digits):
+            raise InvalidCard("not a valid card number")
+        card = behaviour(digits)
+        slowness = {Behaviour.SLOW: self.slow_seconds, Behaviour.VERY_SLOW: self.very_slow_seconds}.get(card, 0.0)
+        return digits, card, slowness
+
 
 class Gateway(Ledger):
     # -- the provider's interface ---------------------------------------
@@ -274,15 +287,7 @@ class Gateway(Ledger):
 
     def charge(self, *, gateway_key: str, amount_cents: int, currency: str, card_number: str, reference: str) -> Charge:
         """Charge once per ``gateway_key``; a repeat returns the first answer."""
-        if amount_cents <= 0:
-            raise InvalidAmount(f"a charge must be for more than zero, not {amount_cents}")
-        digits = digits_only(card_number)
-        if digits != card_number.replace(" ", "").replace("-", "") or not luhn_valid(digits):
-            raise InvalidCard("not a valid card number")
-        card = behaviour(digits)
-        # The slow cards spend half their delay before charging and half answering, so a
-        # worker can die (or stall) either before or after the charge exists.
-        slowness = {Behaviour.SLOW: self.slow_seconds, Behaviour.VERY_SLOW: self.very_slow_seconds}.get(card, 0.0)
+        digits, card, slowness = self._test_card(amount_cents, card_number)
         if slowness or card is Behaviour.UNAVAILABLE_ONCE:
             # A repeat must not wait or meet the fault again: look for its charge first. Every other
             # card's repeat finds its charge at the insert's conflict: one read fewer on each first

@@ -21,14 +21,9 @@ from checkout.gateway.client import (
     Charge,
     GatewayTimeout,
     GatewayUnavailable,
-    InvalidAmount,
-    InvalidCard,
     Ledger,
-    behaviour,
     charge_from_row,
-    digits_only,
     last4,
-    luhn_valid,
     new_charge,
 )
 from checkout.gateway.models import DECLINED, SUCCEEDED, GatewayCharge, GatewayFaultMark
@@ -46,15 +41,9 @@ class LegacyGateway(Ledger):
 
     def charge(self, *, amount_cents: int, currency: str, card_number: str, reference: str) -> Charge:
         """Charge. Every call is a new charge: this interface cannot tell a retry from a new payment."""
-        if amount_cents <= 0:
-            raise InvalidAmount(f"a charge must be for more than zero, not {amount_cents}")
-        digits = digits_only(card_number)
-        if digits != card_number.replace(" ", "").replace("-", "") or not luhn_valid(digits):
-            raise InvalidCard("not a valid card number")
-        card = behaviour(digits)
+        digits, card, slowness = self._test_card(amount_cents, card_number)
         if card is Behaviour.UNAVAILABLE_ONCE and self._first_time(reference, "unavailable"):
             raise GatewayUnavailable("the gateway is unavailable; nothing was charged")
-        slowness = {Behaviour.SLOW: self.slow_seconds, Behaviour.VERY_SLOW: self.very_slow_seconds}.get(card, 0.0)
         delay = slowness / 2
         if delay:
             time.sleep(min(delay, self.timeout_seconds))
