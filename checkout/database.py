@@ -108,7 +108,8 @@ def insert_ignoring_conflicts(table: Any, bind: Any, returning: Sequence[Any] = 
     This is what makes a claim atomic: the database, not a prior SELECT,
     decides which of two racing inserts wins. (Built once per table, dialect
     and returned columns, so SQLAlchemy finds it in its cache without rebuilding
-    it: give the values at execution.)
+    it: on a hot path give the values at execution; ``.values()`` makes a copy,
+    rebuilt at each call, which is fine elsewhere.)
     """
     return _insert_or_ignore(
         table.__table__ if hasattr(table, "__table__") else table, _dialect_name(bind), tuple(returning)

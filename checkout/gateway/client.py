@@ -227,7 +227,7 @@ def new_charge(
 
 
 def charge_from_row(row: Any) -> Charge:
-    """A charge from its row (ORM or Core)."""
+    """A charge from its row: an ORM object, a Core row, or the values it was just inserted with."""
     return Charge(
         id=row.id,
         gateway_key=row.gateway_key,
