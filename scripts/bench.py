@@ -478,6 +478,7 @@ def floor_server(database_url: str, folder: Path, workers: int) -> AbstractConte
         env=app_environment(database_url),
         cwd=ROOT,
         check=True,
+        timeout=120,  # a database that does not answer stops the bench, as flask_command's does
     )
     return gunicorn_server(database_url, folder, "floor", workers, app="scripts.floor_app:create_app()")
 
