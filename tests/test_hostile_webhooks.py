@@ -4,6 +4,7 @@ nothing is written (never a 500 from a number too long to convert, or a digest t
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from flask import Flask
@@ -11,7 +12,7 @@ from flask.testing import FlaskClient
 
 from checkout.database import utcnow
 from checkout.gateway.signing import HEADER
-from tests.helpers import table_counts
+from tests.helpers import signed_post, table_counts
 
 EVENT = json.dumps({"id": "evt_hostile", "type": "charge.succeeded", "data": {"reference": "ord_none"}}).encode()
 
@@ -46,4 +47,26 @@ def test_a_signature_digest_that_is_not_64_hex_digits_is_400_and_writes_nothing(
     )
     assert response.status_code == 400 and response.mimetype == "application/problem+json"
     assert response.get_json()["type"] == "bad-signature"
+    assert table_counts(app) == before
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        [],
+        {"id": "", "type": "charge.succeeded", "data": {}},
+        {"id": "e" * 41, "type": "charge.succeeded", "data": {}},
+        {"id": "evt_1", "type": 7, "data": {}},
+        {"id": "evt_1", "type": "charge.succeeded", "data": {"reference": 12}},
+        {"id": "evt_1", "type": "charge.succeeded"},
+    ],
+    ids=["not an object", "empty id", "id too long", "type not text", "reference not text", "no data"],
+)
+def test_a_signed_body_that_is_not_the_documents_gateway_event_is_400_and_writes_nothing(
+    app: Flask, client: FlaskClient, event: Any
+) -> None:
+    before = table_counts(app)
+    response = signed_post(client, event)
+    assert response.status_code == 400 and response.mimetype == "application/problem+json"
+    assert response.get_json()["title"] == "Malformed event"
     assert table_counts(app) == before

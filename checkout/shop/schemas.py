@@ -356,9 +356,9 @@ class GatewayEventData(BaseModel):
 
 
 class GatewayEvent(BaseModel):
-    id: Annotated[str, Field(max_length=40)]
-    type: Annotated[str, Field(examples=["charge.succeeded", "charge.failed", "refund.succeeded"])]
-    created: int
+    id: Annotated[str, Field(min_length=1, max_length=40)]
+    type: Annotated[str, Field(max_length=40, examples=["charge.succeeded", "charge.failed", "refund.succeeded"])]
+    created: Annotated[int | None, Field(description="Unix seconds; the shop reads only the signature's time.")] = None
     data: GatewayEventData
 
 

@@ -7,7 +7,6 @@ Design: docs/design.md#checkoutshopwebhookspy-the-webhook-receiver
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import sqlalchemy as sa
@@ -15,7 +14,7 @@ from flask import Blueprint, Response, current_app, request
 
 from checkout import metrics
 from checkout.database import insert_ignoring_conflicts, table_of, utcnow, writing
-from checkout.errors import problem
+from checkout.errors import Problem
 from checkout.extensions import csrf, db
 from checkout.gateway.signing import HEADER, verify
 from checkout.idempotency import Scope
@@ -42,20 +41,12 @@ receipts = table_of(WebhookReceipt)
 APPLIED, NO_CHANGE, IGNORED, DUPLICATE = "applied", "no change", "ignored", "duplicate"
 
 
-def _event(raw: bytes) -> dict[str, Any] | None:
+def _event(raw: bytes) -> schemas.GatewayEvent:
+    """The body, read by the same model the document publishes."""
     try:
-        event = json.loads(raw)
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        return None
-    fields_ok = (
-        isinstance(event, dict)
-        and isinstance(event.get("id"), str)
-        and 0 < len(event["id"]) <= 40
-        and isinstance(event.get("type"), str)
-        and len(event["type"]) <= 40
-        and isinstance(event.get("data"), dict)
-    )
-    return event if fields_ok else None
+        return schemas.GatewayEvent.model_validate_json(raw)
+    except ValueError:  # pydantic's ValidationError is one
+        raise Problem(400, "Malformed event", "The body is not a gateway event. Nothing was applied.") from None
 
 
 @bp.post("/webhooks/gateway")
@@ -79,17 +70,15 @@ def receive() -> Response:
         str(current_app.config["CHECKOUT_WEBHOOK_SECRET"]), request.headers.get(HEADER), raw, int(utcnow().timestamp())
     )
     if refused:
-        return problem(400, "Bad signature", f"Refused: {refused}. Nothing was applied.", type_="bad-signature")
+        raise Problem(400, "Bad signature", f"Refused: {refused}. Nothing was applied.", type_="bad-signature")
     event = _event(raw)
-    if event is None:
-        return problem(400, "Malformed event", "The body is not a gateway event. Nothing was applied.")
     detail: dict[str, Any]
     with writing():
         claimed = db.session.execute(
             insert_ignoring_conflicts(receipts, db.session, returning=(receipts.c.event_id,)),
             {
-                "event_id": event["id"],
-                "type": event["type"],
+                "event_id": event.id,
+                "type": event.type,
                 "result": "received",
                 "detail": {},
                 "duplicates": 0,
@@ -98,43 +87,39 @@ def receive() -> Response:
         ).first()
         if claimed is None:
             db.session.execute(
-                sa.update(receipts)
-                .where(receipts.c.event_id == event["id"])
-                .values(duplicates=receipts.c.duplicates + 1)
+                sa.update(receipts).where(receipts.c.event_id == event.id).values(duplicates=receipts.c.duplicates + 1)
             )
             result, detail = DUPLICATE, {}
         else:
-            result, detail = apply(event["type"], event["data"])
+            result, detail = apply(event.type, event.data)
             db.session.execute(
-                sa.update(receipts).where(receipts.c.event_id == event["id"]).values(result=result, detail=detail)
+                sa.update(receipts).where(receipts.c.event_id == event.id).values(result=result, detail=detail)
             )
-    metrics.webhook_received(event["type"], result)  # after the commit: it happened
-    return Response(schemas.EventReceived(event=event["id"], result=result).to_bytes(), mimetype="application/json")
+    metrics.webhook_received(event.type, result)  # after the commit: it happened
+    return Response(schemas.EventReceived(event=event.id, result=result).to_bytes(), mimetype="application/json")
 
 
-def apply(type_: str, data: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+def apply(type_: str, data: schemas.GatewayEventData) -> tuple[str, dict[str, Any]]:
     """Apply one event inside the current unit of work; what happened."""
     if type_ in ("charge.succeeded", "charge.failed"):
-        reference = str(data.get("reference", ""))
+        reference = data.reference or ""
         if "\x00" in reference:  # the gateway never sends one; PostgreSQL cannot even be asked about it
             return IGNORED, {"why": "no such order or payment"}
         order = orders.by_public_id(reference)
         if order is None:
-            return _apply_to_payment(type_, reference, str(data.get("id")))
+            return _apply_to_payment(type_, reference, str(data.id))
         status = PAID if type_ == "charge.succeeded" else DECLINED
-        ended = end_order(order, status, str(data.get("id")))
+        ended = end_order(order, status, str(data.id))
         if ended is None:
             return NO_CHANGE, {}
         _note_on_its_key(ended)
         return APPLIED, {"order_id": order.public_id, "status": status}
     if type_ == "refund.succeeded":
-        refund_id = db.session.scalar(
-            sa.select(Refund.public_id).where(Refund.refund_key == str(data.get("gateway_key", "")))
-        )
+        refund_id = db.session.scalar(sa.select(Refund.public_id).where(Refund.refund_key == (data.gateway_key or "")))
         refund = orders.refund_by_public_id(refund_id) if refund_id else None
         if refund is None:
             return IGNORED, {"why": "no such refund"}
-        changed = refunds.mark_refunded(refund, str(data.get("id")))
+        changed = refunds.mark_refunded(refund, str(data.id))
         return (APPLIED, {"refund_id": refund.public_id}) if changed else (NO_CHANGE, {})
     return IGNORED, {"why": "an event this shop does not use"}
 
