@@ -241,58 +241,64 @@ def _order_of_key(key: str) -> ResponseReturnValue | None:
 
 def _answer(outcome: Outcome, form: CheckoutForm, scope: Scope) -> ResponseReturnValue:
     """Turn the engine's outcome into the page the shopper sees."""
-    if isinstance(outcome, Done | Refused):
-        told = BrowserOutcome.from_stored(outcome.response)
-        if told.outcome == "paid" and told.order_url:
-            # A replay, or the original of a double submit (a duplicate arrived while it ran): either
-            # way Pay was pressed more than once, and whichever answer the browser shows says so (the
-            # original's session cookie may be the one the browser keeps). Two tabs both say so, truly.
-            if isinstance(outcome, Done) and (outcome.replayed or outcome.duplicates):
-                remember_replay(told.order_url)
-            return redirect(told.order_url, 303)
-        if told.outcome == "in_progress" and told.key:
-            return render_template("shop/processing.html", key=told.key), 202
-        if told.outcome == "out_of_date":
-            return _out_of_date(_(told.reason) if told.reason else None)  # stored in English, shown translated
-        if told.outcome == "out_of_stock":
-            names = ", ".join(_(name) for name in _names_of(told.skus or []))
-            return _rerender(
-                form,
-                422,
-                _(
-                    "Sorry: %(names)s sold out while you were paying. Nothing was charged. "
-                    "Remove it from your cart to pay for the rest.",
-                    names=names,
+    match outcome:
+        case Done(response=stored, replayed=replayed, duplicates=duplicates):
+            return _told(BrowserOutcome.from_stored(stored), form, pressed_again=replayed or duplicates > 0)
+        case Refused(response=stored):
+            return _told(BrowserOutcome.from_stored(stored), form, pressed_again=False)
+        case InProgress():
+            return render_template("shop/processing.html", key=scope.key), 202
+        case Mismatch():
+            return render_template(
+                "errors/error.html",
+                title=_("This payment was already started with other details"),
+                message=_(
+                    "The same payment form was submitted before with a different email or card. "
+                    "Nothing new was charged. Reload the checkout page to pay for your cart."
                 ),
+            ), 422
+        case Unfinished(reference=reference, reason=reason, retry_after=retry_after):
+            page = Page(_lines_of_order(reference), scope.key, _int(form.cart_version.data) or 0)
+            message = _(
+                "We could not confirm your payment yet: %(reason)s. Press Pay to try again; "
+                "it finishes this same payment and never charges twice.",
+                reason=_(reason),
             )
-        # Declined, or abandoned and ended by reconcile: final under this key. The cart moved to a
-        # new version in the same transaction, so the page offers another try with a new key.
-        if told.outcome == "abandoned":
-            message = _("That payment was never completed, and nothing was charged. Please pay again.")
-        else:
-            message = _("Your card was declined. Nothing was charged; try another card.")
-        return _rerender(form, 402, message)
-    if isinstance(outcome, InProgress):
-        return render_template("shop/processing.html", key=scope.key), 202
-    if isinstance(outcome, Mismatch):
-        return render_template(
-            "errors/error.html",
-            title=_("This payment was already started with other details"),
-            message=_(
-                "The same payment form was submitted before with a different email or card. "
-                "Nothing new was charged. Reload the checkout page to pay for your cart."
-            ),
-        ), 422
-    if isinstance(outcome, Unfinished):
-        lines = _lines_of_order(outcome.reference)
-        page = Page(lines, scope.key, _int(form.cart_version.data) or 0)
-        message = _(
-            "We could not confirm your payment yet: %(reason)s. Press Pay to try again; "
-            "it finishes this same payment and never charges twice.",
-            reason=_(outcome.reason),
-        )
-        return _render(form, page, 503, error=message, headers={"Retry-After": str(outcome.retry_after)})
+            return _render(form, page, 503, error=message, headers={"Retry-After": str(retry_after)})
     raise AssertionError(f"unknown outcome {outcome!r}")
+
+
+def _told(told: BrowserOutcome, form: CheckoutForm, pressed_again: bool) -> ResponseReturnValue:
+    """The page for a stored answer: the order, the processing page, or the checkout again with why."""
+    if told.outcome == "paid" and told.order_url:
+        # A replay, or the original of a double submit (a duplicate arrived while it ran): either
+        # way Pay was pressed more than once, and whichever answer the browser shows says so (the
+        # original's session cookie may be the one the browser keeps). Two tabs both say so, truly.
+        if pressed_again:
+            remember_replay(told.order_url)
+        return redirect(told.order_url, 303)
+    if told.outcome == "in_progress" and told.key:
+        return render_template("shop/processing.html", key=told.key), 202
+    if told.outcome == "out_of_date":
+        return _out_of_date(_(told.reason) if told.reason else None)  # stored in English, shown translated
+    if told.outcome == "out_of_stock":
+        names = ", ".join(_(name) for name in _names_of(told.skus or []))
+        return _rerender(
+            form,
+            422,
+            _(
+                "Sorry: %(names)s sold out while you were paying. Nothing was charged. "
+                "Remove it from your cart to pay for the rest.",
+                names=names,
+            ),
+        )
+    # Declined, or abandoned and ended by reconcile: final under this key. The cart moved to a
+    # new version in the same transaction, so the page offers another try with a new key.
+    if told.outcome == "abandoned":
+        message = _("That payment was never completed, and nothing was charged. Please pay again.")
+    else:
+        message = _("Your card was declined. Nothing was charged; try another card.")
+    return _rerender(form, 402, message)
 
 
 def _names_of(skus: list[str]) -> list[str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from typing import Any
 
 import sqlalchemy as sa
 from flask import Blueprint, abort, current_app, flash, redirect, render_template, session, url_for
@@ -155,49 +156,57 @@ def refund(order_id: str) -> ResponseReturnValue:
 
 
 def _refund_answer(outcome: Outcome, order: Order, form: RefundForm) -> ResponseReturnValue:
-    if isinstance(outcome, Done | Refused):
-        told = json.loads(outcome.response.body)
-        if told["outcome"] == "refunded":
-            if isinstance(outcome, Done) and (outcome.replayed or outcome.duplicates):
-                noted = session.get(REFUND_REPLAYED, [])
-                session[REFUND_REPLAYED] = [*noted, order.public_id][-REMEMBERED_REPLAYS:]
-            flash(
-                _(
-                    "Refunded %(amount)s (refund %(refund)s).",
-                    amount=format_money(told["amount_cents"], order.currency),
-                    refund=told["refund_id"],
-                ),
-                "success",
-            )
+    match outcome:
+        case Done(response=stored, replayed=replayed, duplicates=duplicates):
+            return _refund_told(json.loads(stored.body), order, pressed_again=replayed or duplicates > 0)
+        case Refused(response=stored):
+            return _refund_told(json.loads(stored.body), order, pressed_again=False)
+        case InProgress():
+            flash(_("Your refund is still being processed; this page shows it once it is done."), "info")
             return redirect(url_for("orders.show", order_id=order.public_id), 303)
-        fresh = order_of(order.customer_id, order.public_id) or order
-        if told["outcome"] == "exceeds":
-            left = format_money(told["left_cents"], order.currency)
+        case Mismatch():
             return _render_order(
-                fresh, 422, error=_("That is more than is left to refund (%(left)s). Nothing was refunded.", left=left)
+                order,
+                422,
+                error=_(
+                    "This refund form was already sent with another amount. Nothing new "
+                    "was refunded: reload the page to refund again."
+                ),
             )
-        return _render_order(fresh, 422, error=_("This order cannot be refunded. Nothing was refunded."))
-    if isinstance(outcome, InProgress):
-        flash(_("Your refund is still being processed; this page shows it once it is done."), "info")
-        return redirect(url_for("orders.show", order_id=order.public_id), 303)
-    if isinstance(outcome, Mismatch):
-        return _render_order(
-            order,
-            422,
-            error=_(
-                "This refund form was already sent with another amount. Nothing new "
-                "was refunded: reload the page to refund again."
+        case Unfinished(reason=reason, retry_after=retry_after):
+            return _render_order(
+                order,
+                503,
+                refund_form=form,
+                headers={"Retry-After": str(retry_after)},
+                error=_(
+                    "We could not confirm the refund yet: %(reason)s. "
+                    "Press Refund again: it finishes this same refund and never refunds twice.",
+                    reason=_(reason),
+                ),
+            )
+    raise AssertionError(f"unknown outcome {outcome!r}")
+
+
+def _refund_told(told: dict[str, Any], order: Order, pressed_again: bool) -> ResponseReturnValue:
+    """The page for a stored refund answer: the order with the refund, or the order again with why not."""
+    if told["outcome"] == "refunded":
+        if pressed_again:
+            noted = session.get(REFUND_REPLAYED, [])
+            session[REFUND_REPLAYED] = [*noted, order.public_id][-REMEMBERED_REPLAYS:]
+        flash(
+            _(
+                "Refunded %(amount)s (refund %(refund)s).",
+                amount=format_money(told["amount_cents"], order.currency),
+                refund=told["refund_id"],
             ),
+            "success",
         )
-    assert isinstance(outcome, Unfinished)
-    return _render_order(
-        order,
-        503,
-        refund_form=form,
-        headers={"Retry-After": str(outcome.retry_after)},
-        error=_(
-            "We could not confirm the refund yet: %(reason)s. "
-            "Press Refund again: it finishes this same refund and never refunds twice.",
-            reason=_(outcome.reason),
-        ),
-    )
+        return redirect(url_for("orders.show", order_id=order.public_id), 303)
+    fresh = order_of(order.customer_id, order.public_id) or order
+    if told["outcome"] == "exceeds":
+        left = format_money(told["left_cents"], order.currency)
+        return _render_order(
+            fresh, 422, error=_("That is more than is left to refund (%(left)s). Nothing was refunded.", left=left)
+        )
+    return _render_order(fresh, 422, error=_("This order cannot be refunded. Nothing was refunded."))
