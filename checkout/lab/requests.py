@@ -13,7 +13,7 @@ from typing import Any
 import sqlalchemy as sa
 from flask import Blueprint, Response, jsonify, request
 
-from checkout.errors import problem
+from checkout.errors import Problem
 from checkout.extensions import db
 from checkout.idempotency.audit import REQUEST_TAG
 from checkout.idempotency.models import IdempotencyEvent
@@ -78,5 +78,5 @@ def requests_under(key: str) -> list[dict[str, Any]]:
 def requests_json() -> Response:
     key = request.args.get("key", "")
     if not key:
-        return problem(400, "Missing key", "Name the Idempotency-Key: /api/lab/requests?key=K.")
+        raise Problem(400, "Missing key", "Name the Idempotency-Key: /api/lab/requests?key=K.")
     return jsonify(requests_under(key))

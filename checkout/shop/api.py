@@ -116,7 +116,7 @@ def get_order(order_id: str) -> Response:
     customer = _customer()
     order = order_of(customer.id, order_id)
     if order is None:
-        return problem(404, "Not found", "No such order for this customer.")
+        raise Problem(404, "Not found", "No such order for this customer.")
     return _json(schemas.Order.of(view_of(order)))
 
 
@@ -369,7 +369,7 @@ def refund_order(order_id: str, pipeline: Pipeline) -> Response:
     key, body = _keyed_json(empty_is={}, takes_key=pipeline.store is not None)
     parsed = schemas.parse(schemas.RefundRequest, body, "Invalid refund")
     if order_of(customer.id, order_id) is None:
-        return problem(404, "Not found", "No such order for this customer.")
+        raise Problem(404, "Not found", "No such order for this customer.")
     return _run(
         pipeline.scope_of(customer.public_id, pipeline.endpoint, key),
         # The scope is the route template; the fingerprint covers the order, so one key for two orders is a 422.
@@ -394,7 +394,7 @@ def get_refund(order_id: str, refund_id: str) -> Response:
     customer = _customer()
     refund = refund_by_public_id(refund_id) if order_of(customer.id, order_id) is not None else None
     if refund is None or refund.order_public_id != order_id:
-        return problem(404, "Not found", "No such refund for this customer.")
+        raise Problem(404, "Not found", "No such refund for this customer.")
     return _json(schemas.Refund.of(refund))
 
 
@@ -457,5 +457,5 @@ def get_payment(payment_id: str) -> Response:
     customer = _customer()
     payment = payments.of_customer(customer.id, payment_id)
     if payment is None:
-        return problem(404, "Not found", "No such payment for this customer.")
+        raise Problem(404, "Not found", "No such payment for this customer.")
     return _json(schemas.Payment.of(payment))

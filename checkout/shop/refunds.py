@@ -14,7 +14,7 @@ from typing import ClassVar, Protocol
 import sqlalchemy as sa
 
 from checkout.database import assert_idle, public_id, table_of, utcnow
-from checkout.errors import json_bytes, problem
+from checkout.errors import json_bytes
 from checkout.extensions import db
 from checkout.gateway import Gateway, GatewayTimeout, GatewayUnavailable
 from checkout.gateway import Refund as GatewayRefundAnswer
@@ -33,7 +33,7 @@ from checkout.shop.models import (
     Refund,
 )
 from checkout.shop.orders import OrderView, RefundView
-from checkout.shop.placement import Phases
+from checkout.shop.placement import Phases, ProblemKind
 
 REFUND_CREATED = "refund_created"
 API_REFUNDS = "POST /api/orders/<order_id>/refunds"
@@ -76,6 +76,10 @@ class RefundResponder(Protocol):
     def exceeds(self, order: OrderView, asked: int, left: int) -> StoredResponse: ...
 
 
+NOT_REFUNDABLE = ProblemKind(422, "Order not refundable", "order-not-refundable")
+REFUND_EXCEEDS = ProblemKind(422, "Refund exceeds charge", "refund-exceeds-charge")
+
+
 class ApiRefundResponder:
     def refunded(self, refund: RefundView) -> StoredResponse:
         location = f"/api/orders/{refund.order_public_id}/refunds/{refund.public_id}"
@@ -84,27 +88,16 @@ class ApiRefundResponder:
         )
 
     def not_refundable(self, order: OrderView) -> StoredResponse:
-        answer = problem(
-            422,
-            "Order not refundable",
-            f"Order {order.public_id} is {order.status}: only a paid order can be refunded.",
-            type_="order-not-refundable",
-            order_id=order.public_id,
-        )
-        return StoredResponse(422, {"Content-Type": "application/problem+json"}, answer.get_data())
+        detail = f"Order {order.public_id} is {order.status}: only a paid order can be refunded."
+        return NOT_REFUNDABLE.stored(detail, order_id=order.public_id)
 
     def exceeds(self, order: OrderView, asked: int, left: int) -> StoredResponse:
-        answer = problem(
-            422,
-            "Refund exceeds charge",
+        detail = (
             f"Order {order.public_id} is fully refunded: nothing is left to refund."
             if left == 0
-            else f"Asked to refund {asked} cents; {left} cents of order {order.public_id} are left to refund.",
-            type_="refund-exceeds-charge",
-            order_id=order.public_id,
-            refundable_cents=left,
+            else f"Asked to refund {asked} cents; {left} cents of order {order.public_id} are left to refund."
         )
-        return StoredResponse(422, {"Content-Type": "application/problem+json"}, answer.get_data())
+        return REFUND_EXCEEDS.stored(detail, order_id=order.public_id, refundable_cents=left)
 
 
 class BrowserRefundResponder:

@@ -23,7 +23,7 @@ from flask_wtf import FlaskForm
 from wtforms import IntegerField, SelectField, StringField, SubmitField
 from wtforms.validators import DataRequired, Length, NumberRange
 
-from checkout.errors import problem
+from checkout.errors import Problem
 from checkout.extensions import csrf
 from checkout.gateway.client import TEST_CARDS, pretty
 from checkout.gateway.relay import shop_url
@@ -51,7 +51,7 @@ SEND_TIMEOUT_SECONDS = 30.0  # longer than the very slow card
 def place(name: str) -> Response:
     mistake = BY_NAME.get(name)
     if mistake is None:
-        return problem(404, "No such mistake", f"The lab's mistakes are: {', '.join(BY_NAME)}.")
+        raise Problem(404, "No such mistake", f"The lab's mistakes are: {', '.join(BY_NAME)}.")
     response = place_order(mistake.pipeline)
     # Which process answered (host:pid): with several workers, each twin answer shows where it ran.
     response.headers[WORKER_HEADER] = worker_name()
