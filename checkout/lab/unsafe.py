@@ -23,12 +23,11 @@ from checkout.idempotency import Scope, run
 from checkout.idempotency.types import Done, Refused
 from checkout.lab import lab_only
 from checkout.lab.mistakes.twin import twin
-from checkout.shop import carts, parsing
+from checkout.shop import carts, schemas
 from checkout.shop.api import REFUNDS, place_order, refund_order, token_required
 from checkout.shop.carts import purchase_of
 from checkout.shop.forms import PaymentForm
 from checkout.shop.identity import browser_customer_id, browser_identity
-from checkout.shop.parsing import RequestedLine
 from checkout.shop.placement import (
     BrowserOutcome,
     BrowserResponder,
@@ -37,6 +36,7 @@ from checkout.shop.placement import (
     a_new_key_per_request,
     idempotency_settings,
 )
+from checkout.shop.schemas import RequestedLine
 
 bp = lab_only(Blueprint("unsafe", __name__))
 
@@ -103,7 +103,7 @@ def pay() -> ResponseReturnValue:
         email=form.normalized_email(),
         card_number=form.card_digits(),
         items=tuple(RequestedLine(i, line.sku, line.quantity) for i, line in enumerate(cart.lines())),
-        purchase_ref=form.purchase.data if parsing.is_purchase(form.purchase.data) else None,
+        purchase_ref=form.purchase.data if schemas.is_purchase(form.purchase.data) else None,
     )
     outcome = run(
         Scope(browser_identity(), UNSAFE_CHECKOUT.endpoint, ""),

@@ -1,5 +1,5 @@
 """The shop's forms. All carry a CSRF token (Flask-WTF); their fields are checked by the same
-parsers as the JSON API (checkout.shop.parsing)."""
+parsers as the JSON API (checkout.shop.schemas)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from flask_wtf import FlaskForm
 from wtforms import EmailField, Field, HiddenField, StringField, SubmitField
 from wtforms.validators import DataRequired, ValidationError
 
-from checkout.shop import parsing
+from checkout.shop import schemas
 
 
 def parsed_by(parse: Callable[[object], Any], message: Any) -> Callable[[Any, Field], None]:
@@ -20,16 +20,18 @@ def parsed_by(parse: Callable[[object], Any], message: Any) -> Callable[[Any, Fi
     def check(_form: Any, field: Field) -> None:
         try:
             parse(field.data)
-        except parsing.Invalid:
+        except schemas.Invalid:
             raise ValidationError(str(message)) from None  # a lazy translation, in this request's language
 
     return check
 
 
 class AddToCartForm(FlaskForm):  # type: ignore[misc]  # Flask-WTF ships no type information
-    sku = HiddenField(validators=[DataRequired(), parsed_by(parsing.sku, _l("That is not a product."))])
+    sku = HiddenField(validators=[DataRequired(), parsed_by(schemas.clean_sku, _l("That is not a product."))])
     quantity = StringField(
-        _l("Quantity"), default="1", validators=[parsed_by(parsing.quantity, _l("Choose a quantity from 1 to 99."))]
+        _l("Quantity"),
+        default="1",
+        validators=[parsed_by(schemas.clean_quantity, _l("Choose a quantity from 1 to 99."))],
     )
     submit = SubmitField(_l("Add to cart"))
 
@@ -43,21 +45,21 @@ class PaymentForm(FlaskForm):  # type: ignore[misc]  # as above: FlaskForm is An
 
     email = EmailField(
         _l("Email"),
-        validators=[DataRequired(_l("Enter your email.")), parsed_by(parsing.email, _l("Enter a valid email."))],
+        validators=[DataRequired(_l("Enter your email.")), parsed_by(schemas.clean_email, _l("Enter a valid email."))],
     )
     card_number = StringField(
         _l("Card number"),
         validators=[
             DataRequired(_l("Enter a card number.")),
-            parsed_by(parsing.card_number, _l("Enter a valid card number (try 4242 4242 4242 4242).")),
+            parsed_by(schemas.clean_card_number, _l("Enter a valid card number (try 4242 4242 4242 4242).")),
         ],
     )
 
     def normalized_email(self) -> str:
-        return parsing.email(self.email.data)
+        return schemas.clean_email(self.email.data)
 
     def card_digits(self) -> str:
-        return parsing.card_number(self.card_number.data)
+        return schemas.clean_card_number(self.card_number.data)
 
 
 class CheckoutForm(PaymentForm):
@@ -75,7 +77,7 @@ class RefundForm(FlaskForm):  # type: ignore[misc]  # as above: FlaskForm is Any
 
     amount = StringField(
         _l("Amount to refund ($)"),
-        validators=[parsed_by(parsing.amount_in_dollars, _l("Enter an amount like 14.00, or leave it empty."))],
+        validators=[parsed_by(schemas.clean_dollars, _l("Enter an amount like 14.00, or leave it empty."))],
     )
     # One key per refund form: a double submit of this form refunds once.
     idempotency_key = HiddenField()

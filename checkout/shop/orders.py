@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from blinker import Namespace
@@ -24,6 +24,9 @@ from checkout.extensions import db
 from checkout.i18n import current_language, format_money
 from checkout.mail.outbox import ORDER_CONFIRMATION, REFUND_RECEIPT, enqueue
 from checkout.shop.models import PENDING, Order, OrderItem, Product, Refund
+
+if TYPE_CHECKING:
+    from checkout.shop.schemas import Errors, RequestedLine
 
 orders = table_of(Order)
 
@@ -348,3 +351,37 @@ def _refund_receipt(refund_id: str, amount_cents: int, currency: str, order: Ord
         )
         + "\n",
     )
+
+
+# --- an order's lines, priced from the catalog ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PricedLines:
+    lines: tuple[Line, ...]
+    currency: str
+
+
+_PRICES = sa.select(Product.sku, Product.name, Product.price_cents, Product.currency).where(
+    Product.sku.in_(sa.bindparam("_skus", expanding=True))
+)
+
+
+def price(items: Sequence[RequestedLine]) -> tuple[PricedLines | None, Errors]:
+    """The lines at today's prices, or the errors of the items the catalog does not know."""
+    if not items:
+        return None, {}
+    skus = {item.sku for item in items}
+    products = {row.sku: row for row in db.session.execute(_PRICES, {"_skus": sorted(skus)})}
+    errors: Errors = {}
+    for item in items:
+        if item.sku not in products:
+            errors[f"items[{item.index}].sku"] = [f"unknown sku {item.sku!r}"]
+    if len({product.currency for product in products.values()}) > 1:
+        errors["items"] = ["all items must share one currency"]
+    if errors:
+        return None, errors
+    lines = tuple(
+        Line(item.sku, products[item.sku].name, item.quantity, products[item.sku].price_cents) for item in items
+    )
+    return PricedLines(lines, products[items[0].sku].currency), {}

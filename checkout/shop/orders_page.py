@@ -23,7 +23,7 @@ from checkout.i18n import format_money
 from checkout.idempotency import Scope, fingerprint, parse_key, peek, run
 from checkout.idempotency.keys import InvalidKey
 from checkout.idempotency.types import Done, InProgress, Mismatch, Outcome, Refused, Unfinished
-from checkout.shop import parsing
+from checkout.shop import schemas
 from checkout.shop.forms import CheckoutForm, RefundForm
 from checkout.shop.identity import browser_identity, known_browser_customer_id
 from checkout.shop.models import PENDING, REFUNDABLE, Order
@@ -141,7 +141,7 @@ def refund(order_id: str) -> ResponseReturnValue:
         return _render_order(order, 400, error=_("This refund form has no key: reload the page. Nothing was refunded."))
     if not form.validate():
         return _render_order(order, 422, refund_form=form)
-    amount = parsing.amount_in_dollars(form.amount.data)
+    amount = schemas.clean_dollars(form.amount.data)
     assert customer_id is not None
     outcome = run(
         Scope(browser_identity(), BROWSER_REFUNDS, key),

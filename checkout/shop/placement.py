@@ -38,8 +38,8 @@ from checkout.idempotency.store import RecordStore
 from checkout.idempotency.types import STARTED, Step
 from checkout.shop import carts, orders, schemas
 from checkout.shop.models import DECLINED, FAILED, PAID, PENDING, WAS_PAID
-from checkout.shop.orders import Line, OrderView, total_of
-from checkout.shop.parsing import RequestedLine, price
+from checkout.shop.orders import Line, OrderView, price, total_of
+from checkout.shop.schemas import RequestedLine
 
 API_ENDPOINT = "POST /api/orders"
 BROWSER_ENDPOINT = "POST /checkout"

@@ -2,19 +2,24 @@
 and is the schema ``GET /api/openapi.json`` publishes (spectree reads them from the views, checkout/openapi.py).
 
 A request is validated inside its view, after the token and the key, so the contract's order of refusal holds
-(401, the key's 400, 415, malformed 400, then 422). Each field runs this shop's own parser first
-(``checkout.shop.parsing``), so its message is the shop's; the constraints beside it are what the document says.
+(401, the key's 400, 415, malformed 400, then 422). Each field runs this shop's own parser first (below, shared
+with the forms), so its message is the shop's; the constraints beside it are what the document says. A parser
+takes any JSON value or form string and returns the clean value or raises ``Invalid``: text never holds a NUL or
+a lone surrogate, card numbers are ASCII digits.
 """
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
+from email_validator import EmailNotValidError, validate_email
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema
 
 from checkout.errors import Problem as Refusal
-from checkout.shop import parsing
+from checkout.gateway.client import digits_only, luhn_valid
 from checkout.shop.models import (
     MAX_PAYMENT_AMOUNT,
     MAX_QUANTITY,
@@ -24,7 +29,7 @@ from checkout.shop.models import (
     REFUND_PENDING,
     REFUND_SUCCEEDED,
 )
-from checkout.shop.parsing import MAX_CENTS, MAX_LINES, RequestedLine
+from checkout.shop.orders import price
 
 if TYPE_CHECKING:
     from checkout.shop.orders import OrderView, RefundView
@@ -32,6 +37,151 @@ if TYPE_CHECKING:
 
 Errors = dict[str, list[str]]
 VISIBLE_ASCII = "^[!-~]{1,64}$"
+
+
+# --- each field's rule: this shop's parsers, shared with the forms ---------------------------------
+
+MAX_LINES = 50
+_SKU = re.compile(r"[A-Z0-9][A-Z0-9-]{0,31}")
+_PURCHASE = re.compile(r"[\x21-\x7e]{1,64}")
+_CARD_CHARACTERS = frozenset("0123456789 -")
+
+
+class Invalid(ValueError):
+    """A value a client sent that cannot be used; the message says what would do."""
+
+
+def clean_text(raw: object, *, max_length: int) -> str:
+    if not isinstance(raw, str):
+        raise Invalid("must be a string")
+    if "\x00" in raw or any("\ud800" <= char <= "\udfff" for char in raw):
+        raise Invalid("must not contain NUL characters or unpaired surrogates")
+    if len(raw) > max_length:
+        raise Invalid(f"must be at most {max_length} characters")
+    return raw
+
+
+def clean_card_number(raw: object) -> str:
+    """The card's digits: ASCII digits, with spaces or dashes between them, passing the Luhn check."""
+    value = clean_text(raw, max_length=40)
+    if not set(value) <= _CARD_CHARACTERS or not luhn_valid(digits_only(value)):
+        raise Invalid("must be a valid card number: 12 to 19 digits, spaces allowed (try 4242 4242 4242 4242)")
+    return digits_only(value)
+
+
+def clean_email(raw: object) -> str:
+    value = clean_text(raw, max_length=254).strip()
+    try:
+        return validate_email(value, check_deliverability=False).normalized
+    except EmailNotValidError as error:
+        raise Invalid(f"must be a valid email address ({error})") from None
+
+
+def clean_sku(raw: object) -> str:
+    value = clean_text(raw, max_length=32)
+    if not _SKU.fullmatch(value):
+        raise Invalid("must be a product code like MUG-01")
+    return value
+
+
+def clean_purchase(raw: object) -> str | None:
+    """The client's own name for a purchase (optional): 1 to 64 visible ASCII characters."""
+    if raw is None:
+        return None
+    value = clean_text(raw, max_length=64)
+    if not _PURCHASE.fullmatch(value):
+        raise Invalid("must be 1 to 64 visible ASCII characters")
+    return value
+
+
+def is_purchase(raw: object) -> bool:
+    try:
+        return clean_purchase(raw) is not None
+    except Invalid:
+        return False
+
+
+def clean_quantity(raw: object) -> int:
+    """A whole number 1..99: a JSON integer, or a form's digits."""
+    if isinstance(raw, str) and raw.strip().isascii() and raw.strip().isdigit() and len(raw.strip()) <= 3:
+        raw = int(raw.strip())
+    if isinstance(raw, bool) or not isinstance(raw, int) or not 1 <= raw <= MAX_QUANTITY:
+        raise Invalid(f"must be a whole number from 1 to {MAX_QUANTITY}")
+    return raw
+
+
+@dataclass(frozen=True)
+class RequestedLine:
+    index: int  # its place in the request, so an error found later names the right item
+    sku: str
+    quantity: int
+
+
+def clean_lines(raw: object) -> list[Any]:
+    """The lines of an order as sent: a list of 1 to 50 (each line is parsed on its own)."""
+    if not isinstance(raw, list) or not raw:
+        raise Invalid("must be a non-empty list")
+    if len(raw) > MAX_LINES:
+        raise Invalid(f"at most {MAX_LINES} lines")
+    return raw
+
+
+MAX_CENTS = 100_000_000
+
+
+def clean_amount_cents(raw: object) -> int | None:
+    """An optional amount in cents: a whole number above zero, or nothing (meaning: all that is left)."""
+    if raw is None:
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, int) or not 0 < raw <= MAX_CENTS:
+        raise Invalid(f"must be a whole number of cents from 1 to {MAX_CENTS}")
+    return raw
+
+
+def clean_dollars(raw: object) -> int | None:
+    """A form's amount like "14.00" or "14" in cents; empty means all that is left."""
+    value = clean_text(raw if raw is not None else "", max_length=20).strip()
+    if not value:
+        return None
+    whole, _, fraction = value.partition(".")
+    if not (whole.isascii() and whole.isdigit()) or not (fraction == "" or (fraction.isascii() and fraction.isdigit())):
+        raise Invalid("must be an amount like 14.00")
+    if len(fraction) > 2 or len(whole) > 7:
+        raise Invalid("must be an amount like 14.00")
+    return clean_amount_cents(int(whole) * 100 + int((fraction + "00")[:2]))
+
+
+def clean_reason(raw: object) -> str:
+    return "" if raw is None else clean_text(raw, max_length=200).strip()
+
+
+# --- a payment's fields (POST /api/payments) ------------------------------------------------
+
+DEFAULT_CARD = "4242424242424242"  # a payment sent without a card pays with the gateway's success test card
+
+
+def clean_order_reference(raw: object) -> str:
+    if raw is None:
+        raise Invalid("is required: your own reference for the order, 1 to 64 visible ASCII characters")
+    found = clean_purchase(raw)
+    assert found is not None
+    return found
+
+
+def clean_minor_units(raw: object) -> int:
+    if isinstance(raw, bool) or not isinstance(raw, int) or not 1 <= raw <= MAX_PAYMENT_AMOUNT:
+        raise Invalid(f"must be a whole number of minor units from 1 to {MAX_PAYMENT_AMOUNT:,}")
+    return raw
+
+
+def clean_currency(raw: object) -> str:
+    if not isinstance(raw, str) or raw not in PAYMENT_CURRENCIES:
+        raise Invalid("must be one of " + ", ".join(PAYMENT_CURRENCIES))
+    return raw
+
+
+def clean_card_or_default(raw: object) -> str:
+    return DEFAULT_CARD if raw is None else clean_card_number(raw)
 
 
 def _parsed_by(parse: Any) -> BeforeValidator:
@@ -57,14 +207,14 @@ class Request(BaseModel):
 
 
 class OrderLine(Request):
-    sku: Annotated[Sku, _parsed_by(parsing.sku)]
-    quantity: Annotated[int, Field(ge=1, le=MAX_QUANTITY), _parsed_by(parsing.quantity)]
+    sku: Annotated[Sku, _parsed_by(clean_sku)]
+    quantity: Annotated[int, Field(ge=1, le=MAX_QUANTITY), _parsed_by(clean_quantity)]
 
 
 class OrderRequest(Request):
-    items: Annotated[list[OrderLine], Field(min_length=1, max_length=MAX_LINES), _parsed_by(parsing.lines)]
-    email: Annotated[str, Field(max_length=254, json_schema_extra={"format": "email"}), _parsed_by(parsing.email)]
-    card_number: Annotated[str, Field(description=CARD), _parsed_by(parsing.card_number)]
+    items: Annotated[list[OrderLine], Field(min_length=1, max_length=MAX_LINES), _parsed_by(clean_lines)]
+    email: Annotated[str, Field(max_length=254, json_schema_extra={"format": "email"}), _parsed_by(clean_email)]
+    card_number: Annotated[str, Field(description=CARD), _parsed_by(clean_card_number)]
     purchase: Annotated[
         Reference | None,
         Field(
@@ -72,7 +222,7 @@ class OrderRequest(Request):
             "retry: the lab counts money per purchase.",
             json_schema_extra=_omittable,
         ),
-        _parsed_by(parsing.purchase),
+        _parsed_by(clean_purchase),
     ] = None
 
     def lines(self) -> tuple[RequestedLine, ...]:
@@ -87,9 +237,9 @@ class RefundRequest(Request):
     amount_cents: Annotated[
         Annotated[int, Field(ge=1, le=MAX_CENTS)] | None,
         Field(description="Default: everything that is left to refund.", json_schema_extra=_omittable),
-        _parsed_by(parsing.amount_cents),
+        _parsed_by(clean_amount_cents),
     ] = None
-    reason: Annotated[str, Field(max_length=200), _parsed_by(parsing.reason)] = ""
+    reason: Annotated[str, Field(max_length=200), _parsed_by(clean_reason)] = ""
 
 
 class PaymentRequest(Request):
@@ -100,21 +250,21 @@ class PaymentRequest(Request):
             description="Your own reference for the order: 1 to 64 visible ASCII characters.",
             examples=["order-123"],
         ),
-        _parsed_by(parsing.order_reference),
+        _parsed_by(clean_order_reference),
     ]
     amount: Annotated[
         int,
         Field(ge=1, le=MAX_PAYMENT_AMOUNT, description="In minor units (kopiyky, cents).", examples=[49900]),
-        _parsed_by(parsing.minor_units),
+        _parsed_by(clean_minor_units),
     ]
     currency: Annotated[
-        str, WithJsonSchema({"type": "string", "enum": list(PAYMENT_CURRENCIES)}), _parsed_by(parsing.payment_currency)
+        str, WithJsonSchema({"type": "string", "enum": list(PAYMENT_CURRENCIES)}), _parsed_by(clean_currency)
     ]
     card_number: Annotated[
         str,
         # Sent without one, the gateway's success test card pays: a default the document does not publish.
         Field(description="Optional. " + CARD, validate_default=True, json_schema_extra=_omittable),
-        _parsed_by(parsing.card_or_default),
+        _parsed_by(clean_card_or_default),
     ] = None  # type: ignore[assignment]  # validate_default: the parser turns it into the default card
 
     def normalized(self) -> dict[str, Any]:
@@ -166,7 +316,7 @@ def parse_order(body: object) -> OrderRequest:
             lines.append(line)
         seen.add(line.sku)
     if errors:
-        raise Refusal(422, "Invalid order", "Some fields are invalid.", errors={**errors, **parsing.price(lines)[1]})
+        raise Refusal(422, "Invalid order", "Some fields are invalid.", errors={**errors, **price(lines)[1]})
     assert order is not None
     return order
 
@@ -177,7 +327,7 @@ def _well_formed_lines(body: object, errors: Errors) -> list[RequestedLine]:
     if not isinstance(items, list) or "items" in errors:
         return []
     return [
-        RequestedLine(index, parsing.sku(item["sku"]), parsing.quantity(item["quantity"]))
+        RequestedLine(index, clean_sku(item["sku"]), clean_quantity(item["quantity"]))
         for index, item in enumerate(items)
         if not any(name.startswith(f"items[{index}]") for name in errors)
     ]

@@ -8,7 +8,7 @@ from flask.typing import ResponseReturnValue
 from flask_babel import gettext as _
 
 from checkout.extensions import db
-from checkout.shop import carts, parsing
+from checkout.shop import carts, schemas
 from checkout.shop.forms import AddToCartForm, EmptyForm
 from checkout.shop.identity import identify_browser
 from checkout.shop.models import Product
@@ -44,7 +44,7 @@ def add_item() -> ResponseReturnValue:
         return render_template(
             "errors/error.html", title=_("That could not be added"), message=_("Choose a quantity from 1 to 99.")
         ), 422
-    name = carts.add(parsing.sku(form.sku.data), parsing.quantity(form.quantity.data))
+    name = carts.add(schemas.clean_sku(form.sku.data), schemas.clean_quantity(form.quantity.data))
     if name is None:
         return render_template(
             "errors/error.html", title=_("No such product"), message=_("That product is not in the catalog.")
@@ -56,8 +56,8 @@ def add_item() -> ResponseReturnValue:
 @bp.post("/cart/items/<sku>/delete")
 def remove_item(sku: str) -> ResponseReturnValue:
     try:
-        carts.remove(parsing.sku(sku))
-    except parsing.Invalid:
+        carts.remove(schemas.clean_sku(sku))
+    except schemas.Invalid:
         return render_template(
             "errors/error.html", title=_("No such product"), message=_("That product is not in your cart.")
         ), 404
