@@ -117,11 +117,13 @@ def register_lab_blueprints(app: Flask) -> None:
     from checkout.lab.servers import register_server_name
     from checkout.lab.stores import api_bp as redis_store_api_bp
     from checkout.lab.stores import bp as redis_store_bp
+    from checkout.lab.tables import listen
     from checkout.lab.unsafe import bp as unsafe_bp
     from checkout.lab.views import bp as lab_bp
     from checkout.shop.reconcile import RECONCILERS
 
     app.extensions.setdefault(RECONCILERS, []).append(reconcile_redis_store)  # its payments have no SQL record
+    listen(app)  # the lab's own rows beside the shop's: which checkout placed each order, the stock seeded
     from checkout.lab.controls import template_switches
 
     app.context_processor(template_switches)  # the Pay button guard switch, for the checkout page

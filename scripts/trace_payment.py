@@ -1,8 +1,9 @@
 """Which files of checkout/ one API payment crosses, in the order it enters them.
 
-    .venv/bin/python scripts/trace_payment.py [--all]
+    .venv/bin/python scripts/trace_payment.py [--all] [--lab]
 
-Builds a throw-away app on SQLite, seeds it, and sends one ``POST /api/orders``
+Builds a throw-away app on SQLite (the shop alone: ``--lab`` turns the lab on, whose listener
+notes each order), seeds it, and sends one ``POST /api/orders``
 (a fresh key, the success card) through the test client with ``sys.setprofile``
 on. Prints each file of ``checkout/`` the payment's calls enter (first entry
 order), how many there are, how many functions ran, and how often the story
@@ -35,6 +36,7 @@ def main() -> None:
             "SQLALCHEMY_DATABASE_URI": f"sqlite:///{folder}/trace.sqlite3",
             "SECRET_KEY": "trace",
             "CHECKOUT_FINGERPRINT_SECRET": "trace",
+            "CHECKOUT_LAB": "--lab" in sys.argv,
         },
         instance_path=folder,
     )

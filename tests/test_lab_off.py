@@ -12,13 +12,18 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from flask import Flask
 from flask.testing import FlaskClient
 
+from checkout.database import table_of, writing
 from checkout.extensions import db
+from checkout.lab.tables import LabOrder, LabRefund, LabStock
+from checkout.shop.seed import seed
 from tests.conftest import make_app
 from tests.helpers import ALICE, add_to_cart, checkout_fields, order_body
 
+LAB_TABLES = (table_of(LabOrder), table_of(LabRefund), table_of(LabStock))
 METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS")
 
 
@@ -73,3 +78,24 @@ def test_with_the_lab_off_the_shop_pages_render_without_a_lab_link(lab_off: Flas
 def test_with_the_lab_on_its_routes_exist(client: FlaskClient) -> None:
     assert client.get("/lab").status_code == 200
     assert client.put("/lab/unsafe-checkout").status_code == 405
+
+
+def test_with_the_lab_off_an_order_and_a_refund_leave_no_row_in_the_labs_tables(app: Flask, lab_off: Flask) -> None:
+    """The lab listens to its own app: an app with the lab on in the same process (``app``) is not told of
+    the lab-off app's orders, refunds or stock."""
+    client = lab_off.test_client()
+    before = _lab_rows(lab_off)
+    placed = client.post("/api/orders", json=order_body(), headers={**ALICE, "Idempotency-Key": str(uuid.uuid4())})
+    assert placed.status_code == 201
+    refunded = client.post(
+        f"{placed.headers['Location']}/refunds", json={}, headers={**ALICE, "Idempotency-Key": str(uuid.uuid4())}
+    )
+    assert refunded.status_code == 201
+    with lab_off.app_context(), writing():
+        seed(demo_customers=False, reset_stock=True)  # the order took a mug: putting it back is stock seeded
+    assert _lab_rows(lab_off) == before
+
+
+def _lab_rows(app: Flask) -> dict[str, int]:
+    with app.app_context():
+        return {t.name: db.session.scalar(sa.select(sa.func.count()).select_from(t)) or 0 for t in LAB_TABLES}

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import sqlalchemy as sa
-from flask import current_app
+from flask import Flask
 from sqlalchemy.orm import Mapped, mapped_column
 
 from checkout.database import Base, BigId, insert_ignoring_conflicts, table_of
@@ -51,33 +51,29 @@ def path_of_order() -> Any:
     return sa.func.coalesce(LabOrder.path, sa.literal_column(f"'{SAFE}'"))
 
 
-def _lab_on() -> bool:
-    # The shop's signals are the process's; an app with the lab off keeps nothing.
-    return bool(current_app.config["CHECKOUT_LAB"])
-
-
 # Built once, the values bound at each execution: every payment runs one (SQLAlchemy would rebuild
 # and hash the cache key of a statement made with .values(...) each time).
 _INSERT_ORDER = sa.insert(table_of(LabOrder))
 _INSERT_REFUND = sa.insert(table_of(LabRefund))
 
 
-@orders.order_placed.connect
-def _order_placed(pipeline: Any, *, order_id: int, purchase: str | None) -> None:
-    if _lab_on():
-        db.session.execute(_INSERT_ORDER, {"order_id": order_id, "path": pipeline.path, "purchase_ref": purchase})
+def listen(app: Flask) -> None:
+    """Keep the lab's rows for ``app`` (an app with the lab on): its signals only, so an app with the lab
+    off in the same process (the tests build many) is told to nobody."""
+    orders.order_placed.connect(_order_placed, sender=app)
+    orders.refund_placed.connect(_refund_placed, sender=app)
+    orders.stocked.connect(_stocked, sender=app)
 
 
-@orders.refund_placed.connect
-def _refund_placed(path: str, *, refund_id: int) -> None:
-    if _lab_on():
-        db.session.execute(_INSERT_REFUND, {"refund_id": refund_id, "path": path})
+def _order_placed(_app: Flask, *, path: str, order_id: int, purchase: str | None) -> None:
+    db.session.execute(_INSERT_ORDER, {"order_id": order_id, "path": path, "purchase_ref": purchase})
 
 
-@orders.stocked.connect
-def _stocked(_sender: Any, *, sku: str, added: int) -> None:
-    if not _lab_on():
-        return
+def _refund_placed(_app: Flask, *, path: str, refund_id: int) -> None:
+    db.session.execute(_INSERT_REFUND, {"refund_id": refund_id, "path": path})
+
+
+def _stocked(_app: Flask, *, sku: str, added: int) -> None:
     session = db.session()
     stock = table_of(LabStock)
     session.execute(insert_ignoring_conflicts(stock, session).values(sku=sku, seeded=0))

@@ -389,7 +389,7 @@ def _insert_order(
         lines,
     )
     if created is not None:
-        orders.order_placed.send(pipeline, order_id=created.id, purchase=request.purchase_ref)
+        orders.tell(orders.order_placed, path=pipeline.path, order_id=created.id, purchase=request.purchase_ref)
         return created, True
     existing = find_order(request.customer_id, key)
     if existing is None and request.cart is not None:

@@ -193,7 +193,7 @@ class PlaceRefund(Phases[RefundView]):
                 "updated_at": utcnow(),
             },
         ).scalar_one()
-        orders.refund_placed.send(self.path, refund_id=created)
+        orders.tell(orders.refund_placed, path=self.path, refund_id=created)
         operation.reference = refund_id
         operation.note(RefundEvent.REFUND_CREATED, order_id=order.public_id, refund_id=refund_id, amount_cents=amount)
         operation.note(RefundEvent.GATEWAY_CALLED, refund_id=refund_id, gateway_key=refund_key_for(refund_id))

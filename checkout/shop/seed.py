@@ -54,7 +54,7 @@ def seed(*, demo_customers: bool, reset_stock: bool = False) -> dict[str, int]:
             db.session.execute(sa.update(Product).where(Product.sku == sku).values(stock=stock))
             added = stock - int(before or 0)
         if added:
-            orders.stocked.send(None, sku=sku, added=added)
+            orders.tell(orders.stocked, sku=sku, added=added)
     customers = 0
     if demo_customers:
         for name, public, token in DEMO_CUSTOMERS:
