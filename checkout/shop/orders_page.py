@@ -119,21 +119,23 @@ def _render_order(
     )
 
 
-@bp.get("/orders/<order_id>", endpoint="show")
-def show(order_id: str) -> ResponseReturnValue:
+def _own_order(order_id: str) -> Order:
+    """This browser's order, or a 404 (another shopper's order is not there, for this one)."""
     customer_id = known_browser_customer_id()
     order = order_of(customer_id, order_id) if customer_id else None
     if order is None:
         abort(404)
-    return _render_order(order)
+    return order
+
+
+@bp.get("/orders/<order_id>", endpoint="show")
+def show(order_id: str) -> ResponseReturnValue:
+    return _render_order(_own_order(order_id))
 
 
 @bp.post("/orders/<order_id>/refunds", endpoint="refund")
 def refund(order_id: str) -> ResponseReturnValue:
-    customer_id = known_browser_customer_id()
-    order = order_of(customer_id, order_id) if customer_id else None
-    if order is None:
-        abort(404)
+    order = _own_order(order_id)
     form = RefundForm()
     try:
         key = parse_key(form.idempotency_key.data)
@@ -142,12 +144,11 @@ def refund(order_id: str) -> ResponseReturnValue:
     if not form.validate():
         return _render_order(order, 422, refund_form=form)
     amount = schemas.clean_dollars(form.amount.data)
-    assert customer_id is not None
     outcome = run(
         Scope(browser_identity(), BROWSER_REFUNDS, key),
         fingerprint(fingerprint_secret(), "POST", BROWSER_REFUNDS, {"order_id": order_id, "amount_cents": amount}),
         PlaceRefund(
-            RefundRequest(customer_id, order_id, key, amount, ""), BrowserRefundResponder(), gateway()
+            RefundRequest(order.customer_id, order_id, key, amount, ""), BrowserRefundResponder(), gateway()
         ).phases(),
         settings=idempotency_settings(),
         wait_seconds=float(current_app.config["CHECKOUT_BROWSER_WAIT_SECONDS"]),
