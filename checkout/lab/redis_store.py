@@ -396,7 +396,7 @@ def _unrecorded(settings: Settings) -> list[tuple[Scope, str]]:
 
 def _reconcile_unrecorded(scope: Scope, public_id: str, gateway: Gateway) -> Reconciled:
     """Fence and end one pending order of the Redis store, unless a worker holds its key's lease there."""
-    skipped = Reconciled(scope.key, scope.endpoint, scope.customer, "skipped", public_id)
+    skipped = Reconciled.of(scope, "skipped", public_id)
     try:
         if lease_held(scope):
             return skipped  # a retry took it over and is at it: it will finish it
@@ -410,7 +410,7 @@ def _reconcile_unrecorded(scope: Scope, public_id: str, gateway: Gateway) -> Rec
     with writing():
         note(scope, PaymentEvent.RECONCILED, order_id=order.public_id, gateway_says=answer.status, store="redis")
         ended = settle(order, answer, partial(note, scope))
-    return Reconciled(scope.key, scope.endpoint, scope.customer, ended.status, ended.public_id, ended.charge_id)
+    return Reconciled.of(scope, ended.status, ended.public_id, ended.charge_id)
 
 
 def reconcile_redis_store(gateway: Gateway, settings: Settings) -> list[Reconciled]:

@@ -14,7 +14,7 @@ from flask import current_app
 
 from checkout.database import reading
 from checkout.gateway import Gateway
-from checkout.idempotency import Complete, RetryLater, Settings, take_over
+from checkout.idempotency import Complete, RetryLater, Scope, Settings, take_over
 from checkout.idempotency.engine import abandoned
 from checkout.idempotency.types import Event, LeaseLost, RecordView
 from checkout.shop import orders, payments
@@ -41,6 +41,10 @@ class Reconciled:
     order_id: str | None = None
     charge_id: str | None = None
 
+    @classmethod
+    def of(cls, scope: Scope, outcome: str, order_id: str | None = None, charge_id: str | None = None) -> Reconciled:
+        return cls(scope.key, scope.endpoint, scope.customer, outcome, order_id, charge_id)
+
     def __str__(self) -> str:
         parts = [f"{self.outcome:<9}", self.endpoint, f"key={self.key}", f"customer={self.customer}"]
         if self.order_id:
@@ -62,7 +66,7 @@ def reconcile_one(view: RecordView, gateway: Gateway, settings: Settings) -> Rec
     if view.scope.endpoint == API_PAYMENTS:
         return _reconcile_payment(view, gateway, settings)
     scope = view.scope
-    skipped = Reconciled(scope.key, scope.endpoint, scope.customer, "skipped")
+    skipped = Reconciled.of(scope, "skipped")
     respond = RESPONDERS.get(scope.endpoint)
     if respond is None:
         return skipped  # an endpoint this command does not know
@@ -73,7 +77,7 @@ def reconcile_one(view: RecordView, gateway: Gateway, settings: Settings) -> Rec
         order = _order_of(operation.reference) if operation.reference else None
         if order is None:
             operation.discard("abandoned before an order existed")
-            return Reconciled(scope.key, scope.endpoint, scope.customer, "restarted")
+            return Reconciled.of(scope, "restarted")
         answer = fence(gateway, order)
         with operation.owned():
             operation.note(PaymentEvent.RECONCILED, order_id=order.public_id, gateway_says=answer.status)
@@ -83,7 +87,7 @@ def reconcile_one(view: RecordView, gateway: Gateway, settings: Settings) -> Rec
         outcome, charge_id = ended.status, ended.charge_id
     except LeaseLost:
         return skipped  # a client's retry took it over meanwhile: it will finish it
-    return Reconciled(scope.key, scope.endpoint, scope.customer, outcome, order.public_id, charge_id)
+    return Reconciled.of(scope, outcome, order.public_id, charge_id)
 
 
 def fence(gateway: Gateway, order: OrderView) -> GatewayAnswer:
@@ -115,7 +119,7 @@ REFUND_RESPONDERS: dict[str, RefundResponder] = {
 
 def _reconcile_refund(view: RecordView, gateway: Gateway, settings: Settings) -> Reconciled:
     scope = view.scope
-    skipped = Reconciled(scope.key, scope.endpoint, scope.customer, "skipped")
+    skipped = Reconciled.of(scope, "skipped")
     operation = take_over(view, settings, by=Event.RECONCILE_STARTED)
     if operation is None:
         return skipped
@@ -124,12 +128,12 @@ def _reconcile_refund(view: RecordView, gateway: Gateway, settings: Settings) ->
             refund = orders.refund_by_public_id(operation.reference) if operation.reference else None
         if refund is None:
             operation.discard("abandoned before a refund existed")
-            return Reconciled(scope.key, scope.endpoint, scope.customer, "restarted")
+            return Reconciled.of(scope, "restarted")
         try:
             answer = call_refund(gateway, refund)
         except RetryLater as later:
             operation.release(later.reason, later.event, **later.detail)
-            return Reconciled(scope.key, scope.endpoint, scope.customer, "waiting", refund.order_public_id)
+            return Reconciled.of(scope, "waiting", refund.order_public_id)
         with operation.owned():
             mark_refunded(refund, answer.id)
             done = orders.refund_by_public_id(refund.public_id)
@@ -137,13 +141,13 @@ def _reconcile_refund(view: RecordView, gateway: Gateway, settings: Settings) ->
             operation.apply(Complete(REFUND_RESPONDERS[scope.endpoint].refunded(done)))
     except LeaseLost:
         return skipped
-    return Reconciled(scope.key, scope.endpoint, scope.customer, "refunded", refund.order_public_id)
+    return Reconciled.of(scope, "refunded", refund.order_public_id)
 
 
 def _reconcile_payment(view: RecordView, gateway: Gateway, settings: Settings) -> Reconciled:
     """Fence an abandoned payment's gateway key, then end it as the gateway says (as for an order)."""
     scope = view.scope
-    skipped = Reconciled(scope.key, scope.endpoint, scope.customer, "skipped")
+    skipped = Reconciled.of(scope, "skipped")
     operation = take_over(view, settings, by=Event.RECONCILE_STARTED)
     if operation is None:
         return skipped  # a client's retry got there first: it will finish it
@@ -152,7 +156,7 @@ def _reconcile_payment(view: RecordView, gateway: Gateway, settings: Settings) -
             payment = payments.by_public_id(operation.reference) if operation.reference else None
         if payment is None:
             operation.discard("abandoned before a payment existed")
-            return Reconciled(scope.key, scope.endpoint, scope.customer, "restarted")
+            return Reconciled.of(scope, "restarted")
         answer = payments.fence(gateway, payment)
         with operation.owned():
             operation.note(PaymentEvent.RECONCILED, payment_id=payment.public_id, gateway_says=answer.status)
@@ -160,4 +164,4 @@ def _reconcile_payment(view: RecordView, gateway: Gateway, settings: Settings) -
             operation.apply(Complete(payments.answer_for(ended, ApiPaymentResponder())))
     except LeaseLost:
         return skipped  # a client's retry took it over meanwhile: it will finish it
-    return Reconciled(scope.key, scope.endpoint, scope.customer, ended.status, payment.public_id, ended.charge_id)
+    return Reconciled.of(scope, ended.status, payment.public_id, ended.charge_id)
