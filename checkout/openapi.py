@@ -78,12 +78,15 @@ UNCONFIRMED = problems(
 IDEMPOTENT: dict[int, Answer] = {400: BAD_KEY, 409: IN_PROGRESS, 413: TOO_LARGE, 415: NOT_JSON, 503: UNCONFIRMED}
 
 
-def accepted(model: type[Any], what: str) -> Answer:
-    return model, (
-        f"Accepted, as `Prefer: respond-async` asked: the {what} is still being paid, or its outcome is not known "
-        "yet (where the answer would be 409 or 503). Nothing is stored; poll `Location`, which shows `pending` "
-        "until the outcome."
-    )
+def paid_or_accepted(model: type[Any], what: str) -> dict[int, Answer]:
+    """A paying POST's 201, stored and replayed, and its 202 for ``Prefer: respond-async``."""
+    return {
+        201: (model, "Paid. Stored under the key: a replay is this answer, byte for byte, with "
+                     "`Idempotent-Replayed: true`."),
+        202: (model, f"Accepted, as `Prefer: respond-async` asked: the {what} is still being paid, or its outcome "
+                     "is not known yet (where the answer would be 409 or 503). Nothing is stored; poll `Location`, "
+                     "which shows `pending` until the outcome."),
+    }  # fmt: skip
 
 
 def described(

@@ -25,7 +25,7 @@ from checkout.idempotency.keys import InvalidKey
 from checkout.idempotency.sql_store import SQL_STORE
 from checkout.idempotency.store import RecordStore
 from checkout.idempotency.types import Done, InProgress, Mismatch, Outcome, Refused, Unfinished
-from checkout.openapi import IDEMPOTENT, NOT_FOUND, accepted, described, problems
+from checkout.openapi import IDEMPOTENT, NOT_FOUND, described, paid_or_accepted, problems
 from checkout.shop import payments, schemas
 from checkout.shop.identity import ApiCustomer, api_customer
 from checkout.shop.models import Product
@@ -236,9 +236,7 @@ def _read_json(empty_is: Any = _NOTHING) -> Any:
     tag="orders",
     body=schemas.OrderRequest,
     answers={
-        201: (schemas.Order, "Paid. Stored under the key: a replay is this answer, byte for byte, with "
-              "`Idempotent-Replayed: true`."),
-        202: accepted(schemas.Order, "order"),
+        **paid_or_accepted(schemas.Order, "order"),
         402: problems("Declined, or abandoned and ended by reconcile. A final outcome: stored and replayed.",
                       "card-declined", "payment-abandoned", schema=schemas.OrderProblem),
         **IDEMPOTENT,
@@ -407,9 +405,7 @@ def get_refund(order_id: str, refund_id: str) -> Response:
     tag="payments",
     body=schemas.PaymentRequest,
     answers={
-        201: (schemas.Payment, "Paid. Stored under the key: a replay is this answer, byte for byte, with "
-              "`Idempotent-Replayed: true`."),
-        202: accepted(schemas.Payment, "payment"),
+        **paid_or_accepted(schemas.Payment, "payment"),
         402: problems("Declined, or abandoned and ended by reconcile. A final outcome: stored and replayed; the "
                       "order may be paid with a new key.", "card-declined", "payment-abandoned",
                       schema=schemas.PaymentProblem),
