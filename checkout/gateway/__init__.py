@@ -20,27 +20,17 @@ from checkout.gateway.client import (
     RefundExceedsCharge,
 )
 from checkout.gateway.legacy import LegacyGateway
-from checkout.gateway.models import (
-    DECLINED,
-    SUCCEEDED,
-    VOIDED,
-    GatewayCharge,
-    GatewayEvent,
-    GatewayFaultMark,
-    GatewayRefund,
-)
+from checkout.gateway.models import DECLINED, SUCCEEDED, GatewayCharge, GatewayEvent, GatewayRefund
 
 __all__ = [
     "DECLINED",
     "SUCCEEDED",
-    "VOIDED",
     "CardDeclined",
     "Charge",
     "Gateway",
     "GatewayCharge",
     "GatewayError",
     "GatewayEvent",
-    "GatewayFaultMark",
     "GatewayRefund",
     "GatewayTimeout",
     "GatewayUnavailable",
