@@ -168,3 +168,8 @@ def totals(found: list[Purchase]) -> tuple[dict[str, Totals], Totals]:
         by_path.setdefault(purchase.path, Totals()).add(purchase)
         overall.add(purchase)
     return dict(sorted(by_path.items(), key=lambda item: (item[0] != "safe", item[0] != "unsafe", item[0]))), overall
+
+
+def by_path() -> dict[str, Totals]:
+    """Each checkout path's totals over every purchase (a page's own row of the damage table)."""
+    return totals(purchases())[0]

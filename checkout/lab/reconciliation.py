@@ -19,7 +19,7 @@ bp = lab_only(Blueprint("reconciliation", __name__))
 @bp.get("/lab/reconciliation")
 def page() -> ResponseReturnValue:
     report = reconciliation_report()
-    by_path, _overall = damage.totals(damage.purchases())
+    by_path = damage.by_path()
     return render_template(
         "lab/reconciliation.html",
         report=report,

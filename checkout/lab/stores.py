@@ -72,7 +72,6 @@ def page() -> ResponseReturnValue:
             records = store().records(SHOWN)
         except redis.RedisError as error:
             problem_text = str(error)
-    by_path, _overall = damage.totals(damage.purchases())
     return render_template(
         "lab/redis_store.html",
         status=now,
@@ -80,7 +79,7 @@ def page() -> ResponseReturnValue:
         records=records,
         endpoint=REDIS_ENDPOINT,
         path=REDIS_PATH,
-        damage_row=by_path.get(REDIS_PATH),
+        damage_row=damage.by_path().get(REDIS_PATH),
         form=EmptyForm(),
     )
 

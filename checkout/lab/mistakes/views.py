@@ -64,14 +64,9 @@ csrf.exempt(place)  # bearer tokens are not cookies: no CSRF to forge (as the re
 # --- the pages -------------------------------------------------------------------------------
 
 
-def _damage() -> dict[str, damage.Totals]:
-    by_path, _overall = damage.totals(damage.purchases())
-    return by_path
-
-
 @bp.get("/lab/mistakes")
 def index() -> ResponseReturnValue:
-    return render_template("lab/mistakes.html", mistakes=MISTAKES, damage=_damage(), empty=damage.Totals())
+    return render_template("lab/mistakes.html", mistakes=MISTAKES, damage=damage.by_path(), empty=damage.Totals())
 
 
 def _mistake(name: str) -> Mistake:
@@ -126,7 +121,7 @@ def _form_for(name: str) -> SendForm:
 
 def _page(mistake: Mistake, form: SendForm, status: int = 200) -> ResponseReturnValue:
     at = MISTAKES.index(mistake)
-    by_path = _damage()
+    by_path = damage.by_path()
     return render_template(
         "lab/mistake.html",
         mistake=mistake,
