@@ -68,6 +68,20 @@ def test_two_different_keys_for_one_cart_version_end_in_one_order(live_server: L
     assert any(f'data-testid="order-id">{order.public_id}<' in page for page in pages)
 
 
+def test_a_second_key_for_a_paid_cart_version_ends_on_that_order_and_charges_nothing(
+    client: FlaskClient, ledger: Ledger
+) -> None:
+    """A second tab's key, or a forged one, sent after the cart version was paid: the same order."""
+    add_to_cart(client)
+    fields = checkout_fields(client)
+    paid = pay(client, fields)
+    assert paid.status_code == 303
+    again = pay(client, {**fields, "idempotency_key": str(uuid.uuid4())})
+    assert again.status_code == 303 and again.headers["Location"] == paid.headers["Location"]
+    assert 'data-testid="replay-notice"' in client.get(again.headers["Location"]).get_data(as_text=True)
+    assert len(ledger.orders()) == 1 and len(ledger.succeeded_charges()) == 1
+
+
 def test_a_session_cookie_saved_before_checkout_cannot_bring_a_paid_cart_back(
     client: FlaskClient, ledger: Ledger
 ) -> None:

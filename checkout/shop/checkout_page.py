@@ -191,7 +191,7 @@ def pay() -> ResponseReturnValue:
         # record, whatever the cart holds now: the back button, or finishing an earlier payment.)
         # No record and another cart: a stale form, or a late retry whose record was purged after
         # its lifetime. The orders' own unique (customer, key) tells them apart.
-        late = _order_of_key(key)
+        late = _order_of_key(key) or _paid_order_of_version(cart, version)
         if late is not None:
             return late
         if cart is None or cart.empty:
@@ -225,6 +225,21 @@ def pay() -> ResponseReturnValue:
         wait_seconds=float(current_app.config["CHECKOUT_BROWSER_WAIT_SECONDS"]),
     )
     return _answer(outcome, form, scope)
+
+
+def _paid_order_of_version(cart: CartView | None, version: int) -> ResponseReturnValue | None:
+    """This cart version's paid order, whatever key the form carries (a second tab's, a forged one): the
+    orders' unique (cart, version) made it the only one, so the second key ends on it, charged once."""
+    if cart is None:
+        return None
+    order = db.session.scalars(
+        sa.select(Order).where(Order.cart_id == cart.id, Order.cart_version == version, Order.status.in_(WAS_PAID))
+    ).first()
+    if order is None:
+        return None
+    order_url = url_for("orders.show", order_id=order.public_id)
+    remember_replay(order_url)  # Pay was pressed again for a paid order, under another key
+    return redirect(order_url, 303)
 
 
 def _order_of_key(key: str) -> ResponseReturnValue | None:
