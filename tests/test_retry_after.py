@@ -60,3 +60,14 @@ def test_a_duplicate_of_a_quick_payment_is_told_to_come_back_in_a_second(app: Fl
     key = str(uuid.uuid4())
     claim_as_a_dying_worker(app, key, order_body(card=GOOD_CARD), lease_seconds=30)
     assert post_order(client, key, order_body(card=GOOD_CARD)).headers["Retry-After"] == "1"
+
+
+@pytest.mark.parametrize("app_overrides", [{"CHECKOUT_VERY_SLOW_CARD_SECONDS": 20.0}])
+def test_a_duplicate_that_waited_is_told_when_to_come_back_as_of_its_answer_not_its_arrival(
+    app: Flask, client: FlaskClient, app_overrides: dict[str, Any]
+) -> None:
+    key = str(uuid.uuid4())
+    claim_as_a_dying_worker(app, key, order_body(card=VERY_SLOW_CARD), lease_seconds=8)  # 20 s call, 8 s lease
+    waited = post_order(client, key, order_body(card=VERY_SLOW_CARD), headers={**ALICE, "Prefer": "wait=3"})
+    assert waited.status_code == 409
+    assert 1 <= int(waited.headers["Retry-After"]) <= 6  # 8 s of lease at its arrival, 3 of them spent waiting

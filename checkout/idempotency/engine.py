@@ -16,6 +16,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -446,7 +447,17 @@ def begin(
             deadline = time.monotonic() + wait_seconds
             while admitted and isinstance(outcome, InProgress) and _wait_for_change(store, scope, settings, deadline):
                 outcome = _attempt(store, scope, fingerprint, phases, settings, first_look=False)
+            if admitted and isinstance(outcome, InProgress):
+                outcome = _told_after_waiting(store, scope, settings, outcome)
     return outcome
+
+
+def _told_after_waiting(store: RecordStore, scope: Scope, settings: Settings, outcome: InProgress) -> InProgress:
+    """A waiter that gave up is told when to come back as of now, not as of when it arrived."""
+    view = peek(scope, store)
+    if view is None or not view.lease_live:
+        return replace(outcome, retry_after=1)  # free now: a retry claims or takes over at once
+    return replace(outcome, retry_after=_retry_after(view, utcnow(), settings.expected_call_seconds))
 
 
 def run(
