@@ -69,7 +69,7 @@ IN_PROGRESS = problems(
 )
 UNCONFIRMED = problems(
     "The outcome is not known yet (the gateway is down, or its answer was lost). Nothing is stored as the "
-    "outcome; a retry with the same key resumes and never charges twice.",
+    "outcome; a retry with the same key resumes and never charges (or refunds) twice.",
     "payment-unconfirmed",
     "service-unavailable",
     schema=schemas.RetryProblem,

@@ -407,6 +407,17 @@ def test_gateway_unavailable_is_503_nothing_stored_and_the_retry_resumes(client:
     assert "resumed" in ledger.events()
 
 
+def test_a_payment_whose_outcome_is_unknown_names_your_order_id_and_its_key(client: FlaskClient) -> None:
+    key, body = new_key(), payment_body(card=UNAVAILABLE_CARD)
+    problem = post_payment(client, key, body).get_json()
+    assert (problem["type"], problem["idempotency_key"], problem["order_id"]) == (
+        "payment-unconfirmed",
+        key,
+        body["orderId"],
+    )
+    assert problem["payment_id"].startswith("pay_")
+
+
 def test_a_payment_in_progress_reads_back_pending(client: FlaskClient) -> None:
     first = post_payment(client, new_key(), payment_body(card=ANSWER_LOST_CARD))
     read = client.get(f"/api/payments/{first.get_json()['payment_id']}", headers=ALICE)

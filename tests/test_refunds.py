@@ -162,6 +162,15 @@ def test_the_fault_cards_fail_a_refund_once_and_the_retry_refunds_once(
     assert [r.amount_cents for r in ledger.rows(GatewayRefund)] == [700]
 
 
+def test_a_refund_whose_outcome_is_unknown_names_its_order_and_its_key(client: FlaskClient) -> None:
+    order = paid_order(client, UNAVAILABLE_CARD)
+    key = str(uuid.uuid4())
+    problem = refund(client, order["id"], key, {"amount_cents": 700}).get_json()
+    assert (problem["type"], problem["title"]) == ("payment-unconfirmed", "Refund not confirmed yet")
+    assert (problem["idempotency_key"], problem["order_id"]) == (key, order["id"])
+    assert problem["refund_id"].startswith("re_") and "never refunds twice" in problem["detail"]
+
+
 def test_reconcile_finishes_a_refund_whose_client_never_came_back(
     app: Flask, client: FlaskClient, runner: FlaskCliRunner, ledger: Ledger
 ) -> None:

@@ -149,6 +149,7 @@ def _run(
     resource: Resource | None = None,
     card_number: str | None = None,
     store: RecordStore | None = SQL_STORE,
+    order_id: str | None = None,
 ) -> Response:
     """Run an endpoint's phases once per key, waiting as ``Prefer: wait`` asks, and answer the outcome.
 
@@ -168,7 +169,7 @@ def _run(
         if response is not None:
             applied.insert(0, "respond-async")
     if response is None:
-        response = answer(outcome, scope.key, reference_name)
+        response = answer(outcome, scope.key, reference_name, order_id)
     if applied:
         response.headers["Preference-Applied"] = ", ".join(applied)
     return response
@@ -284,12 +285,17 @@ def _stored(response: StoredResponse) -> Response:
     return answered
 
 
-def answer(outcome: Outcome, key: str, reference_name: str = "order_id") -> Response:
+def answer(outcome: Outcome, key: str, reference_name: str = "order_id", order_id: str | None = None) -> Response:
     """The HTTP answer for the engine's outcome (shared by every idempotent endpoint).
 
     ``reference_name`` names what the operation created, in the body of a 409 or 503:
-    ``order_id``, ``refund_id`` or ``payment_id``.
+    ``order_id``, ``refund_id`` or ``payment_id``; ``order_id``, the order a refund or a payment is
+    for, is known from the request before anything is created.
     """
+
+    def about(reference: str | None) -> dict[str, str | None]:
+        return {"order_id": order_id, reference_name: reference}  # the order it is for; what it made so far
+
     match outcome:
         case Done(response=stored, replayed=replayed):
             response = _stored(stored)
@@ -308,22 +314,23 @@ def answer(outcome: Outcome, key: str, reference_name: str = "order_id") -> Resp
                 type_="idempotency-request-in-progress",
                 headers={"Retry-After": str(retry_after)},
                 idempotency_key=key,
-                **{reference_name: reference},
+                **about(reference),
             )
         case Unfinished(reason=reason, reference=reference, retry_after=retry_after):
+            refund = reference_name == "refund_id"
             advice = (
-                "Retry with the same Idempotency-Key: it resumes, never charges twice."
+                f"Retry with the same Idempotency-Key: it resumes, never {'refunds' if refund else 'charges'} twice."
                 if key
                 else "This endpoint keeps no key (the lab's unsafe twin): a retry is a new payment."
             )
             return problem(
                 503,
-                "Payment not confirmed yet",
+                "Refund not confirmed yet" if refund else "Payment not confirmed yet",
                 f"{reason}. {advice}",
                 type_="payment-unconfirmed",
                 headers={"Retry-After": str(retry_after)},
                 idempotency_key=key or None,
-                **{reference_name: reference},
+                **about(reference),
             )
     assert_never(outcome)
 
@@ -380,6 +387,7 @@ def refund_order(order_id: str, pipeline: Pipeline) -> Response:
         ).phases(),
         reference_name="refund_id",
         store=pipeline.store,
+        order_id=order_id,
     )
 
 
@@ -440,6 +448,7 @@ def create_payment() -> Response:
         PlacePayment(PaymentRequest(customer.id, key, parsed), ApiPaymentResponder(), gateway()).phases(),
         reference_name="payment_id",
         resource=_payment_resource(customer.id),
+        order_id=parsed.order_ref,
         card_number=parsed.card_number,
     )
 

@@ -457,7 +457,9 @@ class RetryProblem(Problem):
     """Not an outcome: nothing is stored; retry after ``Retry-After`` seconds with the same key."""
 
     idempotency_key: str | None = None
-    order_id: str | None = None
+    order_id: Annotated[
+        str | None, Field(description="The order it placed, or the order a refund is for; a payment's: your `orderId`.")
+    ] = None
     refund_id: str | None = None
     payment_id: str | None = None
 
