@@ -161,6 +161,15 @@ def test_an_invalid_body_is_422_with_field_errors_and_the_key_stays_usable(clien
     assert fixed.status_code == 201
 
 
+def test_an_unknown_sku_is_named_even_when_its_quantity_is_wrong_too(client: FlaskClient) -> None:
+    response = post_order(client, new_key(), order_body(items=[{"sku": "NOPE", "quantity": 0}]))
+    assert response.status_code == 422
+    assert response.get_json()["errors"] == {
+        "items[0].quantity": ["must be a whole number from 1 to 99"],
+        "items[0].sku": ["unknown sku 'NOPE'"],
+    }
+
+
 def test_a_declined_card_is_402_stored_and_replayed(client: FlaskClient, ledger: Ledger) -> None:
     key = new_key()
     first = post_order(client, key, order_body(card=DECLINED_CARD))

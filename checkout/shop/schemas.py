@@ -322,14 +322,15 @@ def parse_order(body: object) -> OrderRequest:
 
 
 def _well_formed_lines(body: object, errors: Errors) -> list[RequestedLine]:
-    """The lines of an invalid body that are valid on their own, to check them against the catalog too."""
+    """The lines of an invalid body whose SKU is well formed, to check it against the catalog too (only the
+    SKU is looked up: a line whose quantity is wrong still learns whether its product exists)."""
     items = body.get("items") if isinstance(body, dict) else None
     if not isinstance(items, list) or "items" in errors:
         return []
     return [
-        RequestedLine(index, clean_sku(item["sku"]), clean_quantity(item["quantity"]))
+        RequestedLine(index, clean_sku(item["sku"]), 1)
         for index, item in enumerate(items)
-        if not any(name.startswith(f"items[{index}]") for name in errors)
+        if f"items[{index}]" not in errors and f"items[{index}].sku" not in errors
     ]
 
 
