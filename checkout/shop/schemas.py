@@ -499,19 +499,37 @@ class SignedHeaders(BaseModel):
     ]
 
 
+# What the shop reads is checked (a charge's and a refund's ids, the reference); what it only passes by is
+# published as the gateway sends it and not checked, so a field the gateway changes cannot make a delivery
+# fail, and be retried forever, for an event the shop would only have ignored.
+_UNREAD = Field(json_schema_extra=_omittable)
+
+
 class GatewayEventData(BaseModel):
     id: str | None = None
     reference: str | None = None
     gateway_key: str | None = None
-    amount_cents: Cents | None = None
-    currency: str | None = None
-    status: str | None = None
+    amount_cents: Annotated[Any, WithJsonSchema({"type": "integer", "minimum": 0}), _UNREAD] = None
+    currency: Annotated[Any, WithJsonSchema({"type": "string"}), _UNREAD] = None
+    status: Annotated[Any, WithJsonSchema({"type": "string"}), _UNREAD] = None
+
+
+def _event_text(raw: object) -> str:
+    return clean_text(raw, max_length=40)  # no NUL: PostgreSQL cannot store one in the receipt
 
 
 class GatewayEvent(BaseModel):
-    id: Annotated[str, Field(min_length=1, max_length=40)]
-    type: Annotated[str, Field(max_length=40, examples=["charge.succeeded", "charge.failed", "refund.succeeded"])]
-    created: Annotated[int | None, Field(description="Unix seconds; the shop reads only the signature's time.")] = None
+    id: Annotated[str, Field(min_length=1, max_length=40), _parsed_by(_event_text)]
+    type: Annotated[
+        str,
+        Field(max_length=40, examples=["charge.succeeded", "charge.failed", "refund.succeeded"]),
+        _parsed_by(_event_text),
+    ]
+    created: Annotated[
+        Any,
+        WithJsonSchema({"type": "integer", "description": "Unix seconds; the shop reads only the signature's."}),
+        _UNREAD,
+    ] = None
     data: GatewayEventData
 
 
