@@ -1,5 +1,5 @@
-"""Orders as plain values: inserted, read, moved from pending to an outcome, turned into JSON; their stock
-and their emails.
+"""Orders as plain values: inserted, read, moved from pending to an outcome; their stock, their prices from
+the catalog, their emails, and the signals that tell the lab (when it listens) what was placed.
 
 The payment's phases work with ``OrderView`` values and Core statements, not
 ORM objects: a value copied out of a transaction can cross the gateway call
