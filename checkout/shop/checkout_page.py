@@ -80,15 +80,20 @@ def _earlier_payments(cart: CartView) -> list[Order]:
     return [o for o in orders if o.status == PENDING or (o.cart_moved_on and (o.cart_version or 0) > last_settled)][:3]
 
 
+def _paid_order(cart: CartView, version: int) -> Order | None:
+    """The paid order of one version of the cart: the orders' unique (cart, version) allows only one."""
+    return db.session.scalars(
+        sa.select(Order).where(Order.cart_id == cart.id, Order.cart_version == version, Order.status.in_(WAS_PAID))
+    ).first()
+
+
 def _last_paid_page(cart: CartView | None) -> Page | None:
     """The cart is empty because its last version was paid: show that payment (its answer may have been lost)."""
     if cart is None or not cart.empty or cart.version == 0:
         return None
-    order = db.session.scalars(
-        sa.select(Order).where(Order.cart_id == cart.id, Order.cart_version == cart.version - 1)
-    ).first()
+    order = _paid_order(cart, cart.version - 1)
     key = carts.version_key(cart.id, cart.version - 1)
-    if order is None or order.status not in WAS_PAID or key is None or order.idempotency_key != key:
+    if order is None or key is None or order.idempotency_key != key:
         return None
     lines = tuple(Line(i.sku, i.name, i.quantity, i.unit_price_cents) for i in order.items)
     return Page(lines, key, cart.version - 1, url_for("orders.show", order_id=order.public_id), order.email)
@@ -229,12 +234,8 @@ def pay() -> ResponseReturnValue:
 
 def _paid_order_of_version(cart: CartView | None, version: int) -> ResponseReturnValue | None:
     """This cart version's paid order, whatever key the form carries (a second tab's, a forged one): the
-    orders' unique (cart, version) made it the only one, so the second key ends on it, charged once."""
-    if cart is None:
-        return None
-    order = db.session.scalars(
-        sa.select(Order).where(Order.cart_id == cart.id, Order.cart_version == version, Order.status.in_(WAS_PAID))
-    ).first()
+    second key ends on it, charged once."""
+    order = _paid_order(cart, version) if cart is not None else None
     if order is None:
         return None
     order_url = url_for("orders.show", order_id=order.public_id)
