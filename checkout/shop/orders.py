@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from checkout.shop.schemas import Errors, RequestedLine
 
 orders = table_of(Order)
+order_items = table_of(OrderItem)
+refunds = table_of(Refund)
 
 # Told inside the unit of work that made the row, for whoever keeps accounts beside the shop (the lab, which
 # listens to its own app only): order_placed(app, path=, order_id=, purchase=), refund_placed(app, path=,
@@ -43,10 +45,6 @@ stocked = _signals.signal("stocked")
 def tell(signal: NamedSignal, **facts: Any) -> None:
     """``signal`` for this app: the lab listens to its own app only."""
     signal.send(current_app._get_current_object(), **facts)  # type: ignore[attr-defined]
-
-
-order_items = table_of(OrderItem)
-refunds = table_of(Refund)
 
 
 @dataclass(frozen=True)
