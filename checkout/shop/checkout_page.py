@@ -236,21 +236,19 @@ def _paid_order_of_version(cart: CartView | None, version: int) -> ResponseRetur
     """This cart version's paid order, whatever key the form carries (a second tab's, a forged one): the
     second key ends on it, charged once."""
     order = _paid_order(cart, version) if cart is not None else None
-    if order is None:
-        return None
-    order_url = url_for("orders.show", order_id=order.public_id)
-    remember_replay(order_url)  # Pay was pressed again for a paid order, under another key
-    return redirect(order_url, 303)
+    return _to_placed(order.public_id, order.status) if order is not None else None
 
 
 def _order_of_key(key: str) -> ResponseReturnValue | None:
     """The order this shopper already placed under ``key``, if any: a redirect to it."""
     customer_id = known_browser_customer_id()
     placed = find_order(customer_id, key) if customer_id is not None else None
-    if placed is None:
-        return None
-    order_url = url_for("orders.show", order_id=placed.public_id)
-    if placed.status in WAS_PAID:
+    return _to_placed(placed.public_id, placed.status) if placed is not None else None
+
+
+def _to_placed(public_id: str, status: str) -> ResponseReturnValue:
+    order_url = url_for("orders.show", order_id=public_id)
+    if status in WAS_PAID:
         remember_replay(order_url)  # Pay was pressed again for a paid order: its page says so
     return redirect(order_url, 303)
 
