@@ -6,7 +6,7 @@ nginx listens on ``--listen`` and sends each request to one of two gunicorn serv
 next two ports (``app-1`` and ``app-2``, their ``CHECKOUT_SERVER_NAME``), which share the
 database and the instance folder's secrets. Its configuration is
 ``deploy/nginx/checkout.conf.template``, filled in here: nginx waits ``--read-timeout``
-(1 s) for an answer, shorter than the slow card's 3 s, and then sends a keyed POST to the
+(1 s) for a payment's answer, shorter than the slow card's 3 s, and then sends the POST to the
 other server (``proxy_next_upstream error timeout non_idempotent``). Exercise 14 pays
 through it. nginx runs as an ordinary process from ``instance/proxy/`` (its pid, logs and
 temporary files are all there); the system's nginx service, if any, is not touched.
@@ -284,7 +284,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     parser.add_argument("--listen", default="127.0.0.1:5000", help="nginx's address; the servers get the next 2 ports")
-    parser.add_argument("--read-timeout", default=READ_TIMEOUT, help="how long nginx waits for a server's answer")
+    parser.add_argument(
+        "--read-timeout",
+        default=READ_TIMEOUT,
+        help="how long nginx waits for the answer to a POST it resends (pages: 60 s)",
+    )
     parser.add_argument("--workers", default=os.environ.get("GUNICORN_WORKERS", "2"), help="gunicorn workers each")
     args = parser.parse_args(argv)
 
@@ -344,8 +348,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     f"\nThe shop, behind nginx: {proxy.url}  (the lab: {proxy.url}/lab)\n"
                     + "".join(f"  {name}: http://{address}\n" for name, address, _ in servers)
                     + f"  relays: {', '.join(name for name, _ in relaying) or 'none'} (their own processes)\n"
-                    + f"nginx waits {args.read_timeout} for an answer, then sends the request to the other server "
-                    "(a keyed POST too); each line of nginx's log names the servers a request went to.\n"
+                    + f"nginx waits {args.read_timeout} for a payment's answer, then sends the POST to the other "
+                    "server; each line of nginx's log names the servers a request went to.\n"
                     "Ctrl-C stops them all.\n",
                     flush=True,
                 )

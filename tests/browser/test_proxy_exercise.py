@@ -21,7 +21,9 @@ ORDER_URL = re.compile(r"/orders/ord_[0-9a-f]+$")
 
 def timeline_of(lab: Page) -> list[tuple[str, str]]:
     """The lab's timeline of the latest payment: (event, server) for each step."""
-    steps = lab.get_by_test_id("timeline").locator("li")
+    timeline = lab.get_by_test_id("timeline")
+    expect(timeline).to_be_visible()  # the lab's page, not nginx's 504
+    steps = timeline.locator("li")
     return [
         (steps.nth(i).locator(".status").inner_text(), steps.nth(i).get_by_test_id("timeline-server").inner_text())
         for i in range(steps.count())
