@@ -1,13 +1,7 @@
 """``--forever``: one job, round after round, in its own process, until SIGTERM or Ctrl-C.
 
-The relays (``flask outbox relay --forever``, ``flask gateway deliver --forever``) run this way, never as
-threads in a web worker: a process is started, stopped and restarted on its own (honcho, systemd, a
-container), its output is its own, and a web worker killed mid-request takes no relay down with it.
-
-A stop request (SIGTERM, which honcho and systemd send, or SIGINT, Ctrl-C) lets the round in progress
-finish: the job gets the stop event and checks it between two items, never between a send and its mark.
-A round that fails (the database restarting, SQLite's writer busy) is said in one line, and the next
-round tries again: one bad round must not stop the process, since honcho would stop everything with it.
+A process, never a thread in a web worker; a stop request lets the round in progress finish.
+Design: docs/design.md#checkoutforeverpy-relays-as-processes-of-their-own
 """
 
 from __future__ import annotations

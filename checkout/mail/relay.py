@@ -1,57 +1,9 @@
 """The outbox relay: every message sent at least once, and received once.
 
-The shop writes an email into the outbox in the transaction that makes it true
-(an order paid, a refund made): both commit, or neither. Sending is a second
-step, done later by this relay, because a mail server is slow or down at times
-and no transaction may wait for it (``checkout.database``).
-
-One round, ``relay_once``:
-
-1. read a bounded batch of unsent messages, oldest first, that no relay holds
-   (``sent_at IS NULL``, ``claimed_until`` empty or past), copy them into plain
-   values, and end the read;
-2. for each, claim it in one small unit of work: a conditional UPDATE that sets
-   a short lease (``claimed_until``) and counts the attempt, and matches only
-   while the message is unsent and unclaimed. Of two relays that read the same
-   batch (two ``--forever`` processes, or one and a one-shot command), one
-   claims each message and the other skips it;
-3. build the email from the row and send it, with no transaction open;
-4. only THEN mark it sent, in its own unit of work:
-   ``UPDATE outbox_messages SET sent_at = :now WHERE id = :id AND sent_at IS NULL``.
-
-A send that fails leaves the message unsent: the attempt stays counted, a
-short error is kept (``last_error``), and the claim is stretched into a backoff
-(2 s, 4 s, 8 s ... 5 min) after which a later round tries again. A message the
-server refuses does not stop the round: a refusal for good (SMTP's 5xx, an
-address the server cannot take, a message that cannot be built) marks it
-``refused_at`` and no round takes it again, since a resend would be refused
-the same; a refusal for now (4xx) waits out its backoff. Only a transport that
-is down (no connection, a dropped one, a 421) ends the round: the next message
-would fail the same way.
-
-At least once. The relay can die between 3 and 4 (a crash, ``kill -9``, a
-lost database connection): the message went out, but the outbox still says
-unsent, so once the dead relay's claim runs out (``CLAIM_SECONDS``) a later
-round sends it again. Marking before sending would turn that into at most
-once: the same crash would lose the message. No order of "send" and "mark"
-makes a crash between them harmless, so the relay sends at least once and
-makes the resend recognisable.
-
-Received once. Everything in the email comes from the outbox row and nothing
-else: the Message-ID (``<outbox.{kind}.{subject}@checkout.invalid>``), the Date
-(when the row was written), the recipient, the title, the body. A resend is the
-same message, byte for byte, with the SAME Message-ID, and a receiver that keeps
-one message per Message-ID (as mail stores and archives do, and as the lab's
-mailbox page counts) keeps one copy. The Message-ID comes from the row's unique
-(kind, subject), not from its numeric id: ``make reset-lab`` empties the
-database and ids start at 1 again while ``instance/mail`` keeps the old mail,
-and an order's or a refund's public id is never reused.
-
-So duplicates after a crash are expected and dropped by the receiver; two
-healthy relays make none, because each message is claimed by one of them.
-The claim's lease outlasts a send (``SMTP_TIMEOUT_SECONDS`` per step); a relay
-slower than its lease may see the message sent twice: at least once again, and
-dropped again.
+One round reads unsent messages, claims each with a conditional UPDATE, sends it with no
+transaction open, and only then marks it sent: at least once, and a resend keeps its Message-ID,
+so the receiver keeps one copy.
+Design: docs/design.md#checkoutmailrelaypy-the-outbox-relay
 """
 
 from __future__ import annotations

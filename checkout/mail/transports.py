@@ -1,28 +1,8 @@
 """Where the relay hands a message over: an SMTP server, or a Maildir on this machine.
 
-- ``CHECKOUT_SMTP_URL=smtp://host:port``: ``smtplib.SMTP``, one connection per
-  message, plain SMTP with no login and no TLS. That is enough for the lab (a
-  local catcher such as aiosmtpd or MailHog); a real mail provider needs
-  STARTTLS and credentials, which this teaching shop does not implement.
-- unset: a Maildir at ``<instance path>/mail`` (``mailbox.Maildir``: each
-  message is written under ``tmp/`` and renamed into ``new/``, so a reader
-  never sees half a message). It needs no server, so ``make run`` works on a
-  machine with no mail at all, and the lab's mailbox page reads it back.
-
-A transport either returns (the message is handed over), raises
-``MessageRefused`` (the server refused this one message: the relay goes on
-with the next), or raises anything else (the transport is down: the relay
-ends its round).
-
-A refusal is permanent or temporary, as SMTP's reply codes say: a 5xx (no such
-mailbox, content refused), an address the server cannot take (a non-ASCII
-address where the server offers no SMTPUTF8) and a message that cannot be
-encoded are final, and the relay keeps the message with its error and never
-sends it again; a 4xx (mailbox busy, greylisting) is "not now", and the message
-waits out a backoff. A refused sender waits out a backoff too, whatever its
-code: the sender is the shop's own, the same on every message. A 421 is the
-server closing the connection (it is going down): that is the transport, not
-the message, and it ends the round.
+A transport returns, raises ``MessageRefused`` (this message; permanent or not, as SMTP's
+codes say) or raises anything else (the transport is down).
+Design: docs/design.md#checkoutmailtransportspy-smtp-or-a-maildir
 """
 
 from __future__ import annotations
