@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 import secrets
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 from types import SimpleNamespace
 from typing import Any
@@ -228,16 +228,7 @@ def new_charge(
 
 def charge_from_row(row: Any) -> Charge:
     """A charge from its row: an ORM object, a Core row, or the values it was just inserted with."""
-    return Charge(
-        id=row.id,
-        gateway_key=row.gateway_key,
-        reference=row.reference,
-        amount_cents=row.amount_cents,
-        currency=row.currency,
-        status=row.status,
-        card_last4=row.card_last4,
-        created_at=row.created_at,
-    )
+    return Charge(**{field.name: getattr(row, field.name) for field in fields(Charge)})
 
 
 class Ledger:

@@ -28,17 +28,11 @@ CURRENCY = "USD"  # the catalog's one currency
 
 
 @dataclass(frozen=True)
-class CartItem:
-    sku: str
-    name: str
-    emoji: str
-    quantity: int
-    unit_price_cents: int
-    currency: str
+class CartItem(Line):
+    """A line of the cart, with what the page shows beside it."""
 
-    @property
-    def total_cents(self) -> int:
-        return self.quantity * self.unit_price_cents
+    emoji: str
+    currency: str
 
     def line(self) -> Line:
         return Line(self.sku, self.name, self.quantity, self.unit_price_cents)
@@ -84,7 +78,7 @@ def _cart_row() -> tuple[int, str, int] | None:
 def items_of(cart_id: int) -> tuple[CartItem, ...]:
     """The lines at today's prices; a line whose product left the catalog is not sold."""
     rows = db.session.execute(
-        sa.select(CartLine.sku, Product.name, Product.emoji, CartLine.quantity, Product.price_cents, Product.currency)
+        sa.select(CartLine.sku, Product.name, CartLine.quantity, Product.price_cents, Product.emoji, Product.currency)
         .join(Product, Product.sku == CartLine.sku)
         .where(CartLine.cart_id == cart_id)
         .order_by(CartLine.id)

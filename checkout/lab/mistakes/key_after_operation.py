@@ -14,16 +14,13 @@ from checkout.idempotency import Complete, MoveTo, Scope, Settings
 from checkout.idempotency.sql_store import SqlStore
 from checkout.idempotency.store import Held
 from checkout.idempotency.types import COMPLETED, FINISHED, STARTED
-from checkout.lab.mistakes.twin import LAB_RECORDS, twin
+from checkout.lab.mistakes.twin import LabStore, twin
 
 
-class KeyAfterOperationStore(SqlStore):
+class KeyAfterOperationStore(LabStore):
     """Writes the key once, with the answer, like a cache."""
 
     name = "key-after-operation"
-
-    def __init__(self) -> None:
-        super().__init__(LAB_RECORDS)
 
     def claim(self, scope: Scope, fingerprint: str, owner: str, settings: Settings) -> Held | None:
         # THE MISTAKE: nothing is written yet. Until the answer is stored, nobody can know this key is being paid.

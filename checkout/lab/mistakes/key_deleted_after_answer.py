@@ -9,16 +9,13 @@ from checkout.idempotency import Complete, MoveTo, Settings
 from checkout.idempotency.sql_store import SqlStore
 from checkout.idempotency.store import Held
 from checkout.idempotency.types import LeaseLost
-from checkout.lab.mistakes.twin import LAB_RECORDS, twin
+from checkout.lab.mistakes.twin import LabStore, twin
 
 
-class KeyDeletedAfterAnswerStore(SqlStore):
+class KeyDeletedAfterAnswerStore(LabStore):
     """Holds the key while the payment runs, like a lock."""
 
     name = "key-deleted-after-answer"
-
-    def __init__(self) -> None:
-        super().__init__(LAB_RECORDS)
 
     def save_step(self, held: Held, step: MoveTo | Complete, settings: Settings) -> int:
         if isinstance(step, Complete):

@@ -8,7 +8,7 @@ from __future__ import annotations
 from checkout.idempotency import Complete, MoveTo, Settings, StoredResponse
 from checkout.idempotency.sql_store import SqlStore
 from checkout.idempotency.store import Held
-from checkout.lab.mistakes.twin import LAB_RECORDS, twin
+from checkout.lab.mistakes.twin import LabStore, twin
 
 ALREADY_PROCESSED = StoredResponse(
     200,
@@ -17,13 +17,10 @@ ALREADY_PROCESSED = StoredResponse(
 )
 
 
-class NoStoredResultStore(SqlStore):
+class NoStoredResultStore(LabStore):
     """Remembers that a key was used, not what was answered."""
 
     name = "no-stored-result"
-
-    def __init__(self) -> None:
-        super().__init__(LAB_RECORDS)
 
     def save_step(self, held: Held, step: MoveTo | Complete, settings: Settings) -> int:
         if isinstance(step, Complete):
