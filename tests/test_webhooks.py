@@ -136,6 +136,17 @@ def test_charge_failed_declines_a_pending_order_and_gives_its_stock_back_once(
     assert stock == 100_000  # the two mugs came back, once
 
 
+def test_a_charge_failed_event_without_a_charge_id_declines_the_order_with_no_charge_id(
+    client: FlaskClient, ledger: Ledger
+) -> None:
+    assert post_order(client, str(uuid.uuid4()), order_body(card=UNAVAILABLE_CARD)).status_code == 503
+    [order] = ledger.orders()
+    failed = {"id": "evt_no_charge", "type": "charge.failed", "created": 0, "data": {"reference": order.public_id}}
+    assert signed_post(client, failed).get_json()["result"] == "applied"
+    [order] = ledger.orders()
+    assert (order.status, order.charge_id) == ("declined", None)
+
+
 def test_a_webhook_never_moves_an_order_backwards(client: FlaskClient, ledger: Ledger) -> None:
     paid = post_order(client, str(uuid.uuid4())).get_json()
     failed = {"id": "evt_late_failure", "type": "charge.failed", "created": 0, "data": {"reference": paid["id"]}}

@@ -263,7 +263,7 @@ def call_gateway(gateway: Gateway, refund: RefundView) -> GatewayRefundAnswer:
         ) from timeout
 
 
-def mark_refunded(refund: RefundView, gateway_refund_id: str) -> bool:
+def mark_refunded(refund: RefundView, gateway_refund_id: str | None) -> bool:
     """The gateway refunded: mark it, and write its receipt, once (the worker or the webhook, whoever is first)."""
     changed = db.session.execute(
         sa.update(refunds)

@@ -505,10 +505,15 @@ class SignedHeaders(BaseModel):
 _UNREAD = Field(json_schema_extra=_omittable)
 
 
+def _read_by_the_shop(max_length: int) -> BeforeValidator:
+    """A field of the event's data the shop looks up or stores: text that fits its column, or absent."""
+    return _parsed_by(lambda raw: None if raw is None else clean_text(raw, max_length=max_length))
+
+
 class GatewayEventData(BaseModel):
-    id: str | None = None
-    reference: str | None = None
-    gateway_key: str | None = None
+    id: Annotated[str | None, Field(max_length=32), _read_by_the_shop(32)] = None  # stored: the order's charge_id
+    reference: Annotated[str | None, Field(max_length=64), _read_by_the_shop(64)] = None
+    gateway_key: Annotated[str | None, Field(max_length=64), _read_by_the_shop(64)] = None
     amount_cents: Annotated[Any, WithJsonSchema({"type": "integer", "minimum": 0}), _UNREAD] = None
     currency: Annotated[Any, WithJsonSchema({"type": "string"}), _UNREAD] = None
     status: Annotated[Any, WithJsonSchema({"type": "string"}), _UNREAD] = None

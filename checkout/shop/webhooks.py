@@ -103,13 +103,11 @@ def apply(type_: str, data: schemas.GatewayEventData) -> tuple[str, dict[str, An
     """Apply one event inside the current unit of work; what happened."""
     if type_ in ("charge.succeeded", "charge.failed"):
         reference = data.reference or ""
-        if "\x00" in reference:  # the gateway never sends one; PostgreSQL cannot even be asked about it
-            return IGNORED, {"why": "no such order or payment"}
         order = orders.by_public_id(reference)
         if order is None:
-            return _apply_to_payment(type_, reference, str(data.id))
+            return _apply_to_payment(type_, reference, data.id)
         status = PAID if type_ == "charge.succeeded" else DECLINED
-        ended = end_order(order, status, str(data.id))
+        ended = end_order(order, status, data.id)
         if ended is None:
             return NO_CHANGE, {}
         _note_on_its_key(ended)
@@ -119,7 +117,7 @@ def apply(type_: str, data: schemas.GatewayEventData) -> tuple[str, dict[str, An
         refund = orders.refund_by_public_id(refund_id) if refund_id else None
         if refund is None:
             return IGNORED, {"why": "no such refund"}
-        changed = refunds.mark_refunded(refund, str(data.id))
+        changed = refunds.mark_refunded(refund, data.id)
         return (APPLIED, {"refund_id": refund.public_id}) if changed else (NO_CHANGE, {})
     return IGNORED, {"why": "an event this shop does not use"}
 
@@ -142,7 +140,7 @@ def _note_on_its_key(order: OrderView) -> None:
          charge_id=order.charge_id, by="webhook")  # fmt: skip
 
 
-def _apply_to_payment(type_: str, reference: str, charge_id: str) -> tuple[str, dict[str, Any]]:
+def _apply_to_payment(type_: str, reference: str, charge_id: str | None) -> tuple[str, dict[str, Any]]:
     """A charge of POST /api/payments (its reference is the payment's id): end the payment if it is pending.
 
     This finishes a payment whose answer was lost even if its client never comes back; the
