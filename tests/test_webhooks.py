@@ -242,8 +242,9 @@ def test_a_payment_paid_by_its_webhook_and_refunded_since_answers_its_retry_with
         {"id": "evt_1", "type": "charge.succeeded", "data": {"reference": "ord_nope", "id": "ch_nope"}},
         {"id": "evt_2", "type": "refund.succeeded", "data": {"gateway_key": "refund-re_nope", "id": "rf_nope"}},
         {"id": "evt_3", "type": "charge.disputed", "data": {}},
+        {"id": "evt_4", "type": "refund.succeeded", "data": {"gateway_key": "refund-\u0000", "id": "rf_nope"}},
     ],
-    ids=["unknown order", "unknown refund", "unknown type"],
+    ids=["unknown order", "unknown refund", "unknown type", "a refund key no row can have"],
 )
 def test_a_signed_event_about_nothing_this_shop_knows_is_ignored_and_changes_no_order(
     client: FlaskClient, ledger: Ledger, event: dict[str, Any]

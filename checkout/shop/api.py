@@ -91,10 +91,7 @@ _LIST: TypeAdapter[list[Any]] = TypeAdapter(list[Any])
 def products() -> Response:
     """The catalog, with today's prices and stock"""
     rows = db.session.scalars(sa.select(Product).order_by(Product.id)).all()
-    return _json(
-        [schemas.Product(sku=p.sku, name=p.name, price_cents=p.price_cents, currency=p.currency, stock=p.stock)
-         for p in rows]
-    )  # fmt: skip
+    return _json([schemas.Product.of(product) for product in rows])
 
 
 @bp.get("/orders")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Self, TypeVar
 
 from email_validator import EmailNotValidError, validate_email
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema
@@ -32,8 +32,7 @@ from checkout.shop.models import (
 from checkout.shop.orders import price
 
 if TYPE_CHECKING:
-    from checkout.shop.orders import OrderView, RefundView
-    from checkout.shop.payments import PaymentView
+    pass
 
 Errors = dict[str, list[str]]
 VISIBLE_ASCII = "^[!-~]{1,64}$"
@@ -340,6 +339,14 @@ Cents = Annotated[int, Field(ge=0)]
 
 
 class Answer(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    @classmethod
+    def of(cls, view: object) -> Self:
+        """The answer for a view of the shop's rows: each field is the view's attribute of that name, or of the
+        field's ``validation_alias`` (``id`` is the row's ``public_id``)."""
+        return cls.model_validate(view)
+
     def to_bytes(self) -> bytes:
         """The exact bytes sent, and stored for a replay."""
         return self.__pydantic_serializer__.to_json(self)
@@ -360,29 +367,17 @@ class OrderItem(Answer):
 
 
 class Refund(Answer):
-    id: Annotated[str, Field(pattern="^re_")]
-    order_id: str
+    id: Annotated[str, Field(pattern="^re_", validation_alias="public_id")]
+    order_id: Annotated[str, Field(validation_alias="order_public_id")]
     amount_cents: Cents
     currency: str
     reason: str
     status: Annotated[str, WithJsonSchema({"enum": [REFUND_PENDING, REFUND_SUCCEEDED]})]
     created_at: datetime
 
-    @classmethod
-    def of(cls, refund: RefundView) -> Refund:
-        return cls(
-            id=refund.public_id,
-            order_id=refund.order_public_id,
-            amount_cents=refund.amount_cents,
-            currency=refund.currency,
-            reason=refund.reason,
-            status=refund.status,
-            created_at=refund.created_at,
-        )
-
 
 class Order(Answer):
-    id: Annotated[str, Field(pattern="^ord_")]
+    id: Annotated[str, Field(pattern="^ord_", validation_alias="public_id")]
     status: Annotated[str, WithJsonSchema({"enum": list(ORDER_STATES)})]
     items: list[OrderItem]
     total_cents: Cents
@@ -394,43 +389,15 @@ class Order(Answer):
     refunds: list[Refund]
     created_at: datetime
 
-    @classmethod
-    def of(cls, order: OrderView) -> Order:
-        return cls(
-            id=order.public_id,
-            status=order.status,
-            items=[OrderItem(sku=i.sku, quantity=i.quantity, unit_price_cents=i.unit_price_cents) for i in order.items],
-            total_cents=order.total_cents,
-            currency=order.currency,
-            email=order.email,
-            card_last4=order.card_last4,
-            charge_id=order.charge_id,
-            refunded_cents=order.refunded_cents,
-            refunds=[Refund.of(refund) for refund in order.refunds],
-            created_at=order.created_at,
-        )
-
 
 class Payment(Answer):
-    id: Annotated[str, Field(pattern="^pay_")]
-    order_id: Annotated[str, Field(description="Your `orderId`.")]
+    id: Annotated[str, Field(pattern="^pay_", validation_alias="public_id")]
+    order_id: Annotated[str, Field(description="Your `orderId`.", validation_alias="order_ref")]
     amount: Annotated[int, Field(ge=1, le=MAX_PAYMENT_AMOUNT)]
     currency: Annotated[str, WithJsonSchema({"type": "string", "enum": list(PAYMENT_CURRENCIES)})]
     status: Annotated[str, WithJsonSchema({"enum": list(PAYMENT_STATES)})]
     charge_id: str | None
     created_at: datetime
-
-    @classmethod
-    def of(cls, payment: PaymentView) -> Payment:
-        return cls(
-            id=payment.public_id,
-            order_id=payment.order_ref,
-            amount=payment.amount,
-            currency=payment.currency,
-            status=payment.status,
-            charge_id=payment.charge_id,
-            created_at=payment.created_at,
-        )
 
 
 class OrdersQuery(BaseModel):
@@ -505,15 +472,15 @@ class SignedHeaders(BaseModel):
 _UNREAD = Field(json_schema_extra=_omittable)
 
 
-def _read_by_the_shop(max_length: int) -> BeforeValidator:
-    """A field of the event's data the shop looks up or stores: text that fits its column, or absent."""
-    return _parsed_by(lambda raw: None if raw is None else clean_text(raw, max_length=max_length))
+def _stored_id(raw: object) -> str | None:
+    return None if raw is None else clean_text(raw, max_length=32)  # the order's or the refund's column
 
 
 class GatewayEventData(BaseModel):
-    id: Annotated[str | None, Field(max_length=32), _read_by_the_shop(32)] = None  # stored: the order's charge_id
-    reference: Annotated[str | None, Field(max_length=64), _read_by_the_shop(64)] = None
-    gateway_key: Annotated[str | None, Field(max_length=64), _read_by_the_shop(64)] = None
+    id: Annotated[str | None, Field(max_length=32), _parsed_by(_stored_id)] = None
+    # Looked up, not stored: one that matches nothing (a NUL in it too) is an event about nothing here, ignored.
+    reference: str | None = None
+    gateway_key: str | None = None
     amount_cents: Annotated[Any, WithJsonSchema({"type": "integer", "minimum": 0}), _UNREAD] = None
     currency: Annotated[Any, WithJsonSchema({"type": "string"}), _UNREAD] = None
     status: Annotated[Any, WithJsonSchema({"type": "string"}), _UNREAD] = None
