@@ -147,6 +147,17 @@ def test_a_charge_failed_event_without_a_charge_id_declines_the_order_with_no_ch
     assert (order.status, order.charge_id) == ("declined", None)
 
 
+def test_a_charge_succeeded_event_without_a_charge_id_is_ignored_and_the_order_stays_pending(
+    client: FlaskClient, ledger: Ledger
+) -> None:
+    assert post_order(client, str(uuid.uuid4()), order_body(card=UNAVAILABLE_CARD)).status_code == 503
+    [order] = ledger.orders()
+    paid = {"id": "evt_no_charge", "type": "charge.succeeded", "created": 0, "data": {"reference": order.public_id}}
+    assert signed_post(client, paid).get_json()["result"] == "ignored"
+    [order] = ledger.orders()
+    assert (order.status, order.charge_id) == ("pending", None)
+
+
 def test_a_webhook_never_moves_an_order_backwards(client: FlaskClient, ledger: Ledger) -> None:
     paid = post_order(client, str(uuid.uuid4())).get_json()
     failed = {"id": "evt_late_failure", "type": "charge.failed", "created": 0, "data": {"reference": paid["id"]}}
@@ -243,8 +254,9 @@ def test_a_payment_paid_by_its_webhook_and_refunded_since_answers_its_retry_with
         {"id": "evt_2", "type": "refund.succeeded", "data": {"gateway_key": "refund-re_nope", "id": "rf_nope"}},
         {"id": "evt_3", "type": "charge.disputed", "data": {}},
         {"id": "evt_4", "type": "refund.succeeded", "data": {"gateway_key": "refund-\u0000", "id": "rf_nope"}},
+        {"id": "evt_5", "type": "charge.disputed", "data": {"id": "dp_" + "x" * 40, "reference": "ord_nope"}},
     ],
-    ids=["unknown order", "unknown refund", "unknown type", "a refund key no row can have"],
+    ids=["unknown order", "unknown refund", "unknown type", "a refund key no row can have", "a long id, unread"],
 )
 def test_a_signed_event_about_nothing_this_shop_knows_is_ignored_and_changes_no_order(
     client: FlaskClient, ledger: Ledger, event: dict[str, Any]

@@ -13,10 +13,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Annotated, Any, Self, TypeVar
+from typing import Annotated, Any, Self, TypeVar
 
 from email_validator import EmailNotValidError, validate_email
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema, model_validator
 
 from checkout.errors import Problem as Refusal
 from checkout.gateway.client import digits_only, luhn_valid
@@ -30,9 +30,6 @@ from checkout.shop.models import (
     REFUND_SUCCEEDED,
 )
 from checkout.shop.orders import price
-
-if TYPE_CHECKING:
-    pass
 
 Errors = dict[str, list[str]]
 VISIBLE_ASCII = "^[!-~]{1,64}$"
@@ -472,12 +469,12 @@ class SignedHeaders(BaseModel):
 _UNREAD = Field(json_schema_extra=_omittable)
 
 
-def _stored_id(raw: object) -> str | None:
-    return None if raw is None else clean_text(raw, max_length=32)  # the order's or the refund's column
+# The events the shop applies; any other type is answered "ignored" and its data is not read.
+APPLIED_EVENTS = ("charge.succeeded", "charge.failed", "refund.succeeded")
 
 
 class GatewayEventData(BaseModel):
-    id: Annotated[str | None, Field(max_length=32), _parsed_by(_stored_id)] = None
+    id: str | None = None  # stored by the events the shop applies: checked there (GatewayEvent)
     # Looked up, not stored: one that matches nothing (a NUL in it too) is an event about nothing here, ignored.
     reference: str | None = None
     gateway_key: str | None = None
@@ -503,6 +500,13 @@ class GatewayEvent(BaseModel):
         _UNREAD,
     ] = None
     data: GatewayEventData
+
+    @model_validator(mode="after")
+    def _storable_id(self) -> Self:
+        """An event the shop applies stores ``data.id`` (the charge's or the refund's): it must fit the column."""
+        if self.type in APPLIED_EVENTS and self.data.id is not None:
+            clean_text(self.data.id, max_length=32)
+        return self
 
 
 class EventReceived(Answer):

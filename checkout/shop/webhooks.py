@@ -101,6 +101,8 @@ def receive() -> Response:
 
 def apply(type_: str, data: schemas.GatewayEventData) -> tuple[str, dict[str, Any]]:
     """Apply one event inside the current unit of work; what happened."""
+    if type_ in ("charge.succeeded", "refund.succeeded") and data.id is None:  # a success names what succeeded
+        return IGNORED, {"why": "no charge or refund id"}
     if type_ in ("charge.succeeded", "charge.failed"):
         reference = data.reference or ""
         if "\x00" in reference:  # the gateway never sends one; PostgreSQL cannot even be asked about it
