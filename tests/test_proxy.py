@@ -1,6 +1,6 @@
 """A real nginx in front of two real gunicorn servers on this run's database (SQLite, or PostgreSQL
 when TEST_DATABASE_URL is set), configured as make proxy configures it
-(deploy/nginx/checkout.conf.template): it waits 1 s for an answer, then sends the same POST to
+(deploy/nginx/checkout.conf.template): it waits 1 s for a keyed POST's answer, then sends it to
 the other server (proxy_next_upstream error timeout non_idempotent), twice at most. The slow
 card takes 3 s, so every payment here outlasts the proxy.
 
@@ -30,6 +30,7 @@ from checkout.lab.servers import LabWorker
 from tests.conftest import POSTGRES_URL
 from tests.helpers import (
     ALICE,
+    GOOD_CARD,
     SLOW_CARD,
     Ledger,
     browser_at_checkout,
@@ -71,8 +72,8 @@ def ledger_workers(ledger: Ledger, event: str) -> list[str]:
     return [e.worker for e in sorted(ledger.rows(IdempotencyEvent, IdempotencyEvent.name == event), key=lambda e: e.id)]
 
 
-def submit(browser: urllib.request.OpenerDirector, url: str, form: bytes) -> tuple[int, str]:
-    """POST a form as a browser does (following the 303); the final status and page."""
+def submit(browser: urllib.request.OpenerDirector, url: str, form: bytes | None) -> tuple[int, str]:
+    """POST a form as a browser does (following the 303), or GET without one; the final status and page."""
     try:
         with browser.open(url, data=form) as answer:
             return answer.status, answer.read().decode()
@@ -100,6 +101,26 @@ def test_a_payment_slower_than_the_proxy_is_sent_to_both_servers_and_charged_onc
     assert sent.statuses[0] == "504"  # nginx gave up on the first server after 1 s, and sent the POST on
     assert sorted(servers_that_received(ledger)) == ["app-1", "app-2"]  # both copies reached the shop
     assert "conflict" in ledger.events()  # the second found the first's record, still at the gateway
+
+
+def test_pages_get_the_ordinary_wait_and_only_the_resent_post_the_short_one(
+    app: Flask, database_url: str, folder: Path, ledger: Ledger
+) -> None:
+    pages = ("/checkout", "/lab", "/lab/unsafe-checkout", "/orders")
+    with proxied_shop(database_url, folder, read_timeout="1ms") as shop:  # shorter than any answer
+        browser = browser_with_cart(shop.url)
+        statuses = {page: submit(browser, f"{shop.url}{page}", None)[0] for page in pages}
+        fields = form_fields(browser.open(f"{shop.url}/checkout").read().decode())
+        paid, _ = submit(
+            browser,
+            f"{shop.url}/checkout",
+            urlencode({**fields, "email": "shopper@example.com", "card_number": GOOD_CARD}).encode(),
+        )
+        sent = shop.sent("POST /checkout")
+        wait_for(lambda: len(ledger.succeeded_charges()) == 1)
+    assert statuses == dict.fromkeys(pages, 200)  # each page waited as long as it took
+    assert (paid, sent.statuses) == (504, ("504", "504"))  # the payment's POST: 1 ms on each server
+    assert len(ledger.orders()) == 1
 
 
 def test_after_the_proxys_504_the_same_form_again_shows_the_order_charged_once(

@@ -6,10 +6,11 @@ nginx listens on ``--listen`` and sends each request to one of two gunicorn serv
 next two ports (``app-1`` and ``app-2``, their ``CHECKOUT_SERVER_NAME``), which share the
 database and the instance folder's secrets. Its configuration is
 ``deploy/nginx/checkout.conf.template``, filled in here: nginx waits ``--read-timeout``
-(1 s) for a payment's answer, shorter than the slow card's 3 s, and then sends the POST to the
-other server (``proxy_next_upstream error timeout non_idempotent``). Exercise 14 pays
-through it. nginx runs as an ordinary process from ``instance/proxy/`` (its pid, logs and
-temporary files are all there); the system's nginx service, if any, is not touched.
+(1 s) for the answer to a keyed POST (a payment, a refund, a webhook), shorter than the slow
+card's 3 s, and then sends it to the other server (``proxy_next_upstream error timeout
+non_idempotent``). Exercise 14 pays through it. nginx runs as an ordinary process from
+``instance/proxy/`` (its pid, logs and temporary files are all there); the system's nginx service,
+if any, is not touched.
 Beside the servers run the two relays, one of each for the shared database, as the
 Procfile has them (``CHECKOUT_OUTBOX_RELAY=off``: no outbox relay); the webhooks go
 through nginx too. Ctrl-C stops them all.

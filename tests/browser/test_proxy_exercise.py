@@ -33,7 +33,7 @@ def timeline_of(lab: Page) -> list[tuple[str, str]]:
 def test_exercise_14_the_proxy_resends(
     app: Flask, browser: Browser, database_url: str, tmp_path: Path, ledger: Ledger
 ) -> None:
-    # Step 1: make proxy's shop: app-1 and app-2 on one database, nginx waiting 1 s for each.
+    # Step 1: make proxy's shop: app-1 and app-2 on one database, nginx waiting 1 s for each one's payment.
     with proxied_shop(database_url, tmp_path) as shop:
         shopper = browser.new_context()
         page = shopper.new_page()
