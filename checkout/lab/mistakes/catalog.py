@@ -65,40 +65,9 @@ class Mistake:
 
     @property
     def text(self) -> content.MistakeText:
-        """Its page's words, in the page's language (content/<language>/mistakes/<name>.md)."""
+        """Its page's words, in the page's language (content/<language>/mistakes/<name>.md): its title, what goes
+        wrong, its trigger, the steps from a browser and the commands from a terminal, what to look for, the fix."""
         return content.mistake(self.name)
-
-    @property
-    def title(self) -> str:
-        """The mistake in one line."""
-        return self.text.title
-
-    @property
-    def what(self) -> str:
-        return self.text.what
-
-    @property
-    def fix(self) -> str:
-        return self.text.fix
-
-    @property
-    def trigger(self) -> str:
-        """The situation that breaks it, in a few words."""
-        return self.text.trigger
-
-    @property
-    def steps(self) -> tuple[str, ...]:
-        """From the browser: this mistake's page has the form they use."""
-        return self.text.steps
-
-    @property
-    def commands(self) -> str:
-        """The same from a terminal (the retry client, or curl)."""
-        return self.text.commands
-
-    @property
-    def look_for(self) -> str:
-        return self.text.look_for
 
     @property
     def fixes(self) -> tuple[Fix, ...]:
