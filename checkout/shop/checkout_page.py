@@ -42,6 +42,7 @@ from checkout.shop.placement import (
 bp = Blueprint("checkout", __name__)
 
 CURRENCY = "USD"
+LOOK_AGAIN_SECONDS = 2  # how often the "still processing" page looks again
 
 
 def _scope(key: str) -> Scope:
@@ -261,7 +262,7 @@ def _answer(outcome: Outcome, form: CheckoutForm, scope: Scope) -> ResponseRetur
         case Refused(response=stored):
             return _told(BrowserOutcome.from_stored(stored), form, pressed_again=False)
         case InProgress():
-            return render_template("shop/processing.html", key=scope.key), 202
+            return _processing(scope.key)
         case Mismatch():
             return render_template(
                 "errors/error.html",
@@ -292,7 +293,7 @@ def _told(told: BrowserOutcome, form: CheckoutForm, pressed_again: bool) -> Resp
             remember_replay(told.order_url)
         return redirect(told.order_url, 303)
     if told.outcome == "in_progress" and told.key:
-        return render_template("shop/processing.html", key=told.key), 202
+        return _processing(told.key)
     if told.outcome == "out_of_date":
         return _out_of_date(_(told.reason) if told.reason else None)  # stored in English, shown translated
     if told.outcome == "out_of_stock":
@@ -325,6 +326,14 @@ def _lines_of_order(order_id: str | None) -> tuple[Line, ...]:
     return tuple(Line(i.sku, i.name, i.quantity, i.unit_price_cents) for i in order.items) if order else ()
 
 
+def _processing(key: str) -> ResponseReturnValue:
+    """The "still processing" page. It looks again by itself, with JavaScript or without: the HTTP ``Refresh``
+    header, which every browser follows, loads ``pending`` until the first submit has an answer."""
+    look = url_for("checkout.pending", key=key)
+    page = render_template("shop/processing.html", look=look)
+    return page, 202, {"Refresh": f"{LOOK_AGAIN_SECONDS}; url={look}"}
+
+
 @bp.get("/checkout/pending/<key>")
 def pending(key: str) -> ResponseReturnValue:
     """Where the "still processing" page looks, until the first submit has an answer."""
@@ -344,4 +353,4 @@ def pending(key: str) -> ResponseReturnValue:
     if not view.lease_live:
         # Released without an outcome, or its worker died: the shopper's next Pay resumes it.
         return redirect(url_for("checkout.show"), 303)
-    return render_template("shop/processing.html", key=key), 202
+    return _processing(key)

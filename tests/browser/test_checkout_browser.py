@@ -14,6 +14,7 @@ received and charged through the lab's JSON (``ShopUnderTest``), so the shop mus
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, Page, Route, expect
@@ -29,7 +30,7 @@ from tests.browser.shopping import (
     resubmit,
 )
 from tests.conftest import LiveServer
-from tests.helpers import ANSWER_LOST_CARD, GOOD_CARD, SLOW_CARD, Ledger
+from tests.helpers import ANSWER_LOST_CARD, GOOD_CARD, SLOW_CARD, Ledger, wait_for
 
 ORDER_URL = re.compile(r"/orders/ord_[0-9a-f]+")
 
@@ -83,6 +84,26 @@ def test_without_javascript_two_real_submits_charge_once_and_show_the_replay(bro
     [order] = shop.orders_under(key)
     assert len(shop.succeeded_charges_of(order["id"])) == 1
     expect(page.get_by_test_id("order-id")).to_have_text(order["id"])
+    context.close()
+
+
+@pytest.mark.parametrize("app_overrides", [{"CHECKOUT_BROWSER_WAIT_SECONDS": 0.3, "CHECKOUT_SLOW_CARD_SECONDS": 3}])
+def test_without_javascript_the_still_processing_page_ends_on_the_order_by_itself(
+    browser: Browser, live_server: LiveServer, ledger: Ledger, app_overrides: dict[str, Any]
+) -> None:
+    context = browser.new_context(java_script_enabled=False)
+    page = context.new_page()
+    add_to_cart_no_js(page, live_server.url)
+    fill_checkout(page, live_server.url, SLOW_CARD)
+    x, y = centre_of(page, "pay-button")
+    page.mouse.click(x, y)
+    wait_for(lambda: "gateway_called" in ledger.events())  # the first submit is at the gateway for 3 s
+    page.mouse.click(x, y)  # the second waits 0.3 s for it, then gets the page that looks again
+    expect(page.get_by_test_id("processing-notice")).to_be_visible()
+    expect(page.get_by_test_id("replay-notice")).to_be_visible(timeout=15_000)  # nothing pressed, no script ran
+    [order] = ledger.orders()
+    expect(page.get_by_test_id("order-id")).to_have_text(order.public_id)
+    assert len(ledger.succeeded_charges()) == 1
     context.close()
 
 
