@@ -1,6 +1,6 @@
 """A real nginx in front of two real gunicorn servers on this run's database (SQLite, or PostgreSQL
 when TEST_DATABASE_URL is set), configured as make proxy configures it
-(deploy/nginx/checkout.conf.template): it waits 1 s for a keyed POST's answer, then sends it to
+(deploy/nginx/checkout.conf.template): it waits 1 s for the answer to a POST it resends, then sends it to
 the other server (proxy_next_upstream error timeout non_idempotent), twice at most. The slow
 card takes 3 s, so every payment here outlasts the proxy.
 

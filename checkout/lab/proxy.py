@@ -6,7 +6,7 @@ nginx listens on ``--listen`` and sends each request to one of two gunicorn serv
 next two ports (``app-1`` and ``app-2``, their ``CHECKOUT_SERVER_NAME``), which share the
 database and the instance folder's secrets. Its configuration is
 ``deploy/nginx/checkout.conf.template``, filled in here: nginx waits ``--read-timeout``
-(1 s) for the answer to a keyed POST (a payment, a refund, a webhook), shorter than the slow
+(1 s) for the answer to a POST it resends (a payment, a refund, a webhook, the unsafe twins), shorter than the slow
 card's 3 s, and then sends it to the other server (``proxy_next_upstream error timeout
 non_idempotent``). Exercise 14 pays through it. nginx runs as an ordinary process from
 ``instance/proxy/`` (its pid, logs and temporary files are all there); the system's nginx service,

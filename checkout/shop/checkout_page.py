@@ -42,7 +42,9 @@ from checkout.shop.placement import (
 bp = Blueprint("checkout", __name__)
 
 CURRENCY = "USD"
-LOOK_AGAIN_SECONDS = 2  # how often the "still processing" page looks again
+# How often the "still processing" page looks again (its text says "every second"). At most 1 s: Chromium and
+# WebKit then replace the page in the history; longer, it stays there, and Back from the order asks to resend.
+LOOK_AGAIN_SECONDS = 1
 
 
 def _scope(key: str) -> Scope:

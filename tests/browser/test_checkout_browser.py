@@ -104,6 +104,8 @@ def test_without_javascript_the_still_processing_page_ends_on_the_order_by_itsel
     [order] = ledger.orders()
     expect(page.get_by_test_id("order-id")).to_have_text(order.public_id)
     assert len(ledger.succeeded_charges()) == 1
+    page.go_back()  # the processing page replaced itself: Back is the checkout, not a form to resend
+    expect(page).to_have_url(f"{live_server.url}/checkout")
     context.close()
 
 
