@@ -16,7 +16,16 @@ from datetime import datetime
 from typing import Annotated, Any, Self, TypeVar
 
 from email_validator import EmailNotValidError, validate_email
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    WithJsonSchema,
+    model_validator,
+)
 
 from checkout.errors import Problem as Refusal
 from checkout.gateway.client import digits_only, luhn_valid
@@ -469,15 +478,20 @@ class SignedHeaders(BaseModel):
 _UNREAD = Field(json_schema_extra=_omittable)
 
 
-# The events the shop applies; any other type is answered "ignored" and its data is not read.
+# The events the shop applies (checkout.shop.webhooks.apply); any other type is answered "ignored".
 APPLIED_EVENTS = ("charge.succeeded", "charge.failed", "refund.succeeded")
+
+
+def _findable(value: str | None) -> str | None:
+    """A lookup with a NUL in it finds no row, and PostgreSQL cannot even be asked: it is read as absent."""
+    return None if value is not None and "\x00" in value else value
 
 
 class GatewayEventData(BaseModel):
     id: str | None = None  # stored by the events the shop applies: checked there (GatewayEvent)
-    # Looked up, not stored: one that matches nothing (a NUL in it too) is an event about nothing here, ignored.
-    reference: str | None = None
-    gateway_key: str | None = None
+    # Looked up, not stored: one that matches nothing is an event about nothing here, ignored.
+    reference: Annotated[str | None, AfterValidator(_findable)] = None
+    gateway_key: Annotated[str | None, AfterValidator(_findable)] = None
     amount_cents: Annotated[Any, WithJsonSchema({"type": "integer", "minimum": 0}), _UNREAD] = None
     currency: Annotated[Any, WithJsonSchema({"type": "string"}), _UNREAD] = None
     status: Annotated[Any, WithJsonSchema({"type": "string"}), _UNREAD] = None
