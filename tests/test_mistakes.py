@@ -532,11 +532,8 @@ def test_each_mistake_page_shows_its_wrong_code_its_trigger_and_where_the_fix_li
     for line in diff:
         assert str(escape(line)) in page
     with app.test_request_context():  # its text, rendered as the page renders it (content/en/mistakes/)
-        assert (
-            mistake.text.trigger in page
-            and str(inline(mistake.text.what)) in page
-            and str(inline(mistake.text.fix)) in page
-        )
+        text = mistake.text
+        assert text.trigger in page and str(inline(text.what)) in page and str(inline(text.fix)) in page
     for fix in mistake.fixes:
         assert f"<code>{fix.file}</code>" in page
     assert "csrf_token" in page and 'data-testid="send-form"' in page
@@ -545,11 +542,10 @@ def test_each_mistake_page_shows_its_wrong_code_its_trigger_and_where_the_fix_li
 @pytest.mark.parametrize("name", [mistake.name for mistake in MISTAKES])
 def test_every_fix_a_mistake_names_exists_in_the_safe_code_and_its_test_exists(name: str) -> None:
     mistake = BY_NAME[name]
-    assert mistake.text.fix.startswith(mistake.fixes[0].file)  # the text and its front matter name the same place first
+    fix_text = mistake.text.fix
+    assert fix_text.startswith(mistake.fixes[0].file)  # the text and its front matter name the same place first
     for fix in mistake.fixes:
-        assert (
-            fix.file in mistake.text.fix and fix.function in mistake.text.fix
-        )  # the page's list says what the text says
+        assert fix.file in fix_text and fix.function in fix_text  # the page's list says what the text says
         source = (ROOT / fix.file).read_text()
         *owner, function = fix.function.split(".")
         assert f"def {function}(" in source or f"class {function}" in source, fix
