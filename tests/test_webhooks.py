@@ -177,6 +177,27 @@ def test_refund_succeeded_records_a_refund_the_shop_had_not_yet(
     assert sorted(m.kind for m in ledger.rows(OutboxMessage)) == ["order_confirmation", "refund_receipt"]
 
 
+def test_a_refund_succeeded_event_without_a_refund_id_is_ignored_and_the_real_one_still_applies(
+    app: Flask, client: FlaskClient, ledger: Ledger
+) -> None:
+    key = str(uuid.uuid4())
+    assert post_order(client, key, order_body(card=ANSWER_LOST_CARD)).status_code == 503
+    order = post_order(client, key, order_body(card=ANSWER_LOST_CARD)).get_json()  # the retry pays
+    refunded = client.post(
+        f"/api/orders/{order['id']}/refunds",
+        json={"amount_cents": 500},
+        headers={**ALICE, "Idempotency-Key": str(uuid.uuid4())},
+    )
+    assert refunded.status_code == 503  # the gateway refunded; its answer was lost
+    event = event_of(ledger, "refund.succeeded")
+    nameless = {**event, "id": "evt_no_refund_id", "data": {**event["data"], "id": None}}
+    assert signed_post(client, nameless).get_json()["result"] == "ignored"
+    assert [(r.status, r.gateway_refund_id) for r in ledger.rows(Refund)] == [("pending", None)]
+    assert signed_post(client, event).get_json()["result"] == "applied"  # the gateway's own, with its id
+    [refund] = ledger.rows(Refund)
+    assert (refund.status, refund.gateway_refund_id) == ("succeeded", event["data"]["id"])
+
+
 @pytest.mark.slow
 def test_the_gateway_keeps_delivering_until_it_gets_a_2xx_waiting_longer_each_time(
     app: Flask, client: FlaskClient, live_server: LiveServer, ledger: Ledger
