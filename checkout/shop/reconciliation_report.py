@@ -7,6 +7,7 @@ Design: docs/design.md#checkoutshopreconciliation_reportpy-the-two-ledgers-compa
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import sqlalchemy as sa
@@ -69,93 +70,63 @@ def _money(cents: int, currency: str) -> str:
 def _paid_orders() -> tuple[int, list[Discrepancy]]:
     """Each paid order against the charge it records."""
     rows = db.session.execute(
-        sa.select(
-            Order.public_id,
-            Order.charge_id,
-            Order.total_cents,
-            Order.currency,
-            GatewayCharge.id.label("found"),
-            GatewayCharge.status,
-            GatewayCharge.reference,
-            GatewayCharge.amount_cents,
-            GatewayCharge.currency.label("charge_currency"),
-        )
+        sa.select(Order, GatewayCharge)
         .outerjoin(GatewayCharge, GatewayCharge.id == Order.charge_id)
         .where(Order.status.in_(WAS_PAID))
         .order_by(Order.created_at, Order.id)
     ).all()
     found: list[Discrepancy] = []
-    for row in rows:
-        if row.charge_id is None:
-            found.append(Discrepancy(PAID_WITHOUT_CHARGE, row.public_id, None, _("the order records no charge")))
-        elif row.found is None:
-            found.append(
-                Discrepancy(PAID_WITHOUT_CHARGE, row.public_id, row.charge_id, _("the gateway has no such charge"))
-            )
-        elif row.status != SUCCEEDED:
-            detail = _("the charge is %(status)s", status=row.status)
-            found.append(Discrepancy(PAID_WITHOUT_CHARGE, row.public_id, row.charge_id, detail))
-        elif row.reference != row.public_id:
-            found.append(
-                Discrepancy(
-                    PAID_WITHOUT_CHARGE,
-                    row.public_id,
-                    row.charge_id,
-                    _("the charge belongs to another reference (%(reference)s)", reference=row.reference),
-                )
-            )
-        elif (row.amount_cents, row.charge_currency) != (row.total_cents, row.currency):
-            found.append(
-                Discrepancy(
-                    AMOUNTS_DIFFER,
-                    row.public_id,
-                    row.charge_id,
-                    _(
-                        "the order is for %(ordered)s, the charge took %(took)s",
-                        ordered=_money(row.total_cents, row.currency),
-                        took=_money(row.amount_cents, row.charge_currency),
-                    ),
-                )
-            )
+    for order, charge in rows:
+        if (problem := _against_its_charge(order, charge)) is not None:
+            found.append(Discrepancy(problem[0], order.public_id, order.charge_id, problem[1]))
     return len(rows), found
+
+
+def _against_its_charge(order: Order, charge: GatewayCharge | None) -> tuple[str, str] | None:
+    """What is wrong with a paid order's charge, as a kind and a detail; None when nothing is."""
+    if order.charge_id is None:
+        return PAID_WITHOUT_CHARGE, _("the order records no charge")
+    if charge is None:
+        return PAID_WITHOUT_CHARGE, _("the gateway has no such charge")
+    if charge.status != SUCCEEDED:
+        return PAID_WITHOUT_CHARGE, _("the charge is %(status)s", status=charge.status)
+    if charge.reference != order.public_id:
+        detail = _("the charge belongs to another reference (%(reference)s)", reference=charge.reference)
+        return PAID_WITHOUT_CHARGE, detail
+    if (charge.amount_cents, charge.currency) != (order.total_cents, order.currency):
+        ordered, took = _money(order.total_cents, order.currency), _money(charge.amount_cents, charge.currency)
+        return AMOUNTS_DIFFER, _("the order is for %(ordered)s, the charge took %(took)s", ordered=ordered, took=took)
+    return None
 
 
 def _succeeded_charges() -> tuple[int, list[Discrepancy]]:
     """Each succeeded charge against the order of its reference."""
-    rows = db.session.execute(
-        sa.select(
-            GatewayCharge.id,
-            GatewayCharge.reference,
-            GatewayCharge.amount_cents,
-            GatewayCharge.currency,
-            Order.status,
-            Order.charge_id,
-            Payment.status.label("payment_status"),
-            Payment.charge_id.label("payment_charge_id"),
-        )
+    query = (
+        sa.select(GatewayCharge, Order, Payment)
         .outerjoin(Order, Order.public_id == GatewayCharge.reference)
         .outerjoin(Payment, Payment.public_id == GatewayCharge.reference)
         .where(GatewayCharge.status == SUCCEEDED)
         .order_by(GatewayCharge.created_at, GatewayCharge.id)
-    ).all()
+    )
+    rows: Sequence[tuple[GatewayCharge, Order | None, Payment | None]] = db.session.execute(query).all()
     found: list[Discrepancy] = []
-    for row in rows:
-        if row.payment_status == PAYMENT_SUCCEEDED and row.payment_charge_id == row.id:
+    for charge, order, payment in rows:
+        if payment is not None and payment.status == PAYMENT_SUCCEEDED and payment.charge_id == charge.id:
             continue  # a payment of POST /api/payments (its reference) that records this charge
-        took = _money(row.amount_cents, row.currency)
-        if row.status is None:
-            detail = _("the shop has no order %(order)s; it took %(took)s", order=row.reference, took=took)
-        elif row.status not in WAS_PAID:
-            detail = _("its order is %(status)s; it took %(took)s", status=status_label(row.status), took=took)
-        elif row.charge_id != row.id:
+        took = _money(charge.amount_cents, charge.currency)
+        if order is None:
+            detail = _("the shop has no order %(order)s; it took %(took)s", order=charge.reference, took=took)
+        elif order.status not in WAS_PAID:
+            detail = _("its order is %(status)s; it took %(took)s", status=status_label(order.status), took=took)
+        elif order.charge_id != charge.id:
             detail = _(
                 "its order is paid by %(charge)s: this is one more charge; it took %(took)s",
-                charge=row.charge_id or _("no charge"),
+                charge=order.charge_id or _("no charge"),
                 took=took,
             )
         else:
             continue
-        found.append(Discrepancy(CHARGE_WITHOUT_PAID_ORDER, row.reference, row.id, detail))
+        found.append(Discrepancy(CHARGE_WITHOUT_PAID_ORDER, charge.reference, charge.id, detail))
     return len(rows), found
 
 
