@@ -111,7 +111,6 @@ def register_lab_blueprints(app: Flask) -> None:
     from checkout.lab.legacy import bp as legacy_gateway_bp
     from checkout.lab.mailbox import bp as mailbox_bp
     from checkout.lab.mistakes.views import bp as mistakes_bp
-    from checkout.lab.reconciliation import bp as reconciliation_bp
     from checkout.lab.redis_store import reconcile_redis_store
     from checkout.lab.requests import bp as requests_bp
     from checkout.lab.servers import register_server_name
@@ -127,7 +126,7 @@ def register_lab_blueprints(app: Flask) -> None:
     from checkout.lab.controls import template_switches
 
     app.context_processor(template_switches)  # the Pay button guard switch, for the checkout page
-    lab = (lab_bp, unsafe_bp, mailbox_bp, legacy_gateway_bp, redis_store_api_bp, redis_store_bp, reconciliation_bp)
+    lab = (lab_bp, unsafe_bp, mailbox_bp, legacy_gateway_bp, redis_store_api_bp, redis_store_bp)
     for blueprint in (*lab, mistakes_bp, requests_bp):
         app.register_blueprint(blueprint)
     register_server_name(app)  # behind a proxy, the lab's timeline says which server took each step

@@ -1,4 +1,4 @@
-"""Paying through a gateway that ignores keys (``POST /api/lab/legacy-gateway/orders``).
+"""Paying through a gateway that ignores keys (``POST /api/lab/legacy-gateway/orders``), and the report that checks it.
 
 Every call charges, so before any retry of the charge the shop asks the gateway for the order's charges and uses
 the one it finds. A worker stalled past its lease may still charge after another found none: the report finds it.
@@ -10,15 +10,16 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, replace
 
-from flask import Blueprint, Flask, Response, current_app
+from flask import Blueprint, Flask, Response, current_app, render_template
 
 from checkout.extensions import csrf
 from checkout.gateway.legacy import LegacyGateway
 from checkout.idempotency import Operation
-from checkout.lab import lab_only
+from checkout.lab import damage, lab_only
 from checkout.shop.api import place_order, token_required
 from checkout.shop.orders import OrderView
 from checkout.shop.placement import SAFE, GatewayAnswer, GatewayCall, ask
+from checkout.shop.reconciliation_report import KINDS, reconciliation_report
 
 bp = lab_only(Blueprint("legacy_gateway", __name__))
 csrf.exempt(bp)  # bearer tokens, like the API
@@ -89,7 +90,6 @@ NO_LOOKUP = replace(
     provider=LegacyProvider(look_up_first=False),
 )
 LEGACY_PATH, NO_LOOKUP_PATH = LEGACY.path, NO_LOOKUP.path
-LEGACY_ENDPOINT, NO_LOOKUP_ENDPOINT = LEGACY.endpoint, NO_LOOKUP.endpoint
 
 
 @bp.post("/api/lab/legacy-gateway/orders")
@@ -104,3 +104,13 @@ def create_order() -> Response:
 def create_order_without_lookup() -> Response:
     """DELIBERATELY WRONG, for the workshop: the same, but a retry charges again without looking first."""
     return place_order(NO_LOOKUP)
+
+
+@bp.get("/lab/reconciliation")
+def reconciliation() -> str:
+    """The report of ``flask gateway reconcile-report``, beside the gateway it is for and its twin's damage."""
+    report, totals = reconciliation_report(), damage.by_path()
+    paths = [(twin.path, totals.get(twin.path)) for twin in (LEGACY, NO_LOOKUP)]
+    return render_template(
+        "lab/reconciliation.html", report=report, kinds=KINDS, legacy=LEGACY, no_lookup=NO_LOOKUP, paths=paths
+    )
