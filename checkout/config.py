@@ -14,6 +14,7 @@ import difflib
 import os
 import secrets
 from collections.abc import Mapping
+from contextlib import suppress
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 from urllib.parse import urlsplit
@@ -119,8 +120,7 @@ def weakness(secret: str) -> str | None:
 def _require_strong(name: str, secret: str) -> None:
     if not secret:
         raise ValueError(f"CHECKOUT_ENV=production needs {name} in the environment")
-    reason = weakness(secret)
-    if reason:
+    if reason := weakness(secret):
         raise ValueError(
             f"{name} is too weak for production: {reason}. Generate one with: "
             "python -c 'import secrets; print(secrets.token_hex(32))'"
@@ -288,20 +288,16 @@ def instance_secret(instance_path: str, name: str) -> str:
     tokens and fingerprints stay valid across workers.
     """
     path = Path(instance_path) / name
-    try:
+    with suppress(FileNotFoundError):
         return path.read_text().strip()
-    except FileNotFoundError:
-        pass
     # Written whole under a name of its own, then linked into place: of processes starting at once, the
     # first link wins and every one reads that complete file (never one created and not yet written).
     draft = path.with_name(f".{name}.{os.getpid()}.{secrets.token_hex(4)}")
-    fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as handle:
+    with os.fdopen(os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as handle:
         handle.write(secrets.token_hex(32))
     try:
-        os.link(draft, path)
-    except FileExistsError:
-        pass
+        with suppress(FileExistsError):
+            os.link(draft, path)
     finally:
         draft.unlink()
     return path.read_text().strip()

@@ -5,6 +5,7 @@ Reads use the session's ordinary transaction; a write happens only in ``with wri
 alone takes SQLite's write lock; nothing slow (the gateway) runs with a transaction open (``assert_idle``).
 Nothing here knows about orders, payments or idempotency.
 Design: docs/design.md#checkoutdatabasepy-the-units-of-work
+Design: docs/design.md#checkoutdatabasepy-sqlite-postgresql-and-their-bounds (each database's setup)
 """
 
 from __future__ import annotations
@@ -103,13 +104,8 @@ def _insert_or_ignore(table: sa.Table, dialect: str, returning: tuple[Any, ...])
 
 
 def insert_ignoring_conflicts(table: Any, bind: Any, returning: Sequence[Any] = ()) -> Any:
-    """``INSERT ... ON CONFLICT DO NOTHING`` for the bound dialect, ``RETURNING`` these columns.
-
-    This is what makes a claim atomic: the database, not a prior SELECT,
-    decides which of two racing inserts wins. (Built once per table, dialect
-    and returned columns, so SQLAlchemy finds it in its cache without rebuilding
-    it: on a hot path give the values at execution; ``.values()`` makes a copy,
-    rebuilt at each call, which is fine elsewhere.)
+    """``INSERT ... ON CONFLICT DO NOTHING`` for the bound dialect, ``RETURNING`` these columns: the database, not a
+    prior SELECT, decides which of two racing inserts wins. Cached: on a hot path give the values at execution.
     """
     return _insert_or_ignore(
         table.__table__ if hasattr(table, "__table__") else table, _dialect_name(bind), tuple(returning)
@@ -175,16 +171,8 @@ def configure_engine(engine: Engine) -> None:
 
 
 def _configure_sqlite(engine: Engine) -> None:
-    """Make SQLite safe for several threads and processes.
-
-    SQLite's default deferred BEGIN takes the write lock at the first write,
-    so a transaction that reads and then writes can fail at once with
-    "database is locked". A unit of work (``checkout.database.writing``)
-    therefore begins with ``BEGIN IMMEDIATE`` and takes the lock up front; a
-    plain read begins with a deferred ``BEGIN`` and takes no lock at all (WAL:
-    readers never block the writer). A generous busy timeout makes writers
-    queue instead of failing, and bounds the queue: past it, "database is
-    locked" is an OperationalError, a 503 (``checkout.errors``).
+    """Make SQLite safe for several threads and processes: a unit of work begins with ``BEGIN IMMEDIATE`` (a read
+    that starts to write could fail at once with "database is locked"), a read with a lock-free deferred ``BEGIN``.
     """
 
     @event.listens_for(engine, "connect")
@@ -213,13 +201,8 @@ def session_options() -> str:
 
 
 def _configure_postgresql(engine: Engine) -> None:
-    """Bound every wait on PostgreSQL, and keep the values a statement carried out of its error's message.
-
-    Set in the startup packet, so they cost no statement: a lock wait, a
-    statement, an idle transaction and a silent peer all end. What they end
-    with (LockNotAvailable, QueryCanceled, a session ended by the server, a
-    lost connection) is an OperationalError, which ``checkout.errors``
-    answers with 503 and Retry-After.
+    """Bound every wait on PostgreSQL, in the startup packet (no statement), and keep the values a statement
+    carried out of its error's message. A wait that ends is an OperationalError: 503 and Retry-After.
     """
 
     @event.listens_for(engine, "do_connect")
@@ -255,13 +238,8 @@ def _configure_postgresql(engine: Engine) -> None:
 
 
 def _first_line_only(error: BaseException) -> bool:
-    """Keep only the first line of a PostgreSQL error's message; whether there was more.
-
-    The DETAIL line repeats the row's values ("Failing row contains (…,
-    alice@example.com, …)", "Key (…)=(…) already exists"), and every log of
-    the error prints the message, whatever ``hide_parameters`` hides. The
-    first line names the constraint, which is what an operator needs; the
-    whole diagnostic stays in ``error.diag`` for code that wants it.
+    """Keep only the first line of a PostgreSQL error's message; whether there was more. The DETAIL line repeats
+    the row's values (an email) into every log; the first names the constraint; ``error.diag`` keeps the rest.
     """
     if not error.args or not isinstance(error.args[0], str) or "\n" not in error.args[0]:
         return False
@@ -289,36 +267,24 @@ def _write_continues_read(session: Session) -> bool:
     return session.get_bind().dialect.name == "postgresql"
 
 
-def _refuse_unsaved_changes(session: Session) -> None:
-    if session.new or session.dirty or session.deleted:
-        raise TransactionError("objects were changed outside a unit of work; write inside `with writing():`")
-
-
-def _end_read(session: Session) -> None:
-    # A read-only transaction: commit and rollback release the same nothing. Commit keeps the
-    # objects it loaded usable (expire_on_commit=False); a rollback would expire them.
-    session.commit()
-
-
 @contextmanager
 def writing(*, durable: bool = True) -> Iterator[Session]:
     """One unit of work: everything inside commits together, or nothing does.
 
-    ``durable=False`` is for units that only add to the audit trail (a replay,
-    a conflict): on PostgreSQL their commit does not wait for the disk
-    (``synchronous_commit = off``). A crash may lose the last few such events,
-    never a record, an order or a charge; and the wait saved is most of what a
-    replay costs.
+    ``durable=False``, for units that only add to the audit trail (a replay, a conflict): on PostgreSQL their
+    commit does not wait for the disk. A crash may lose the last few such events, never a record, an order or a charge.
     """
     session = _session()
     reading_before = session.in_transaction()
-    if reading_before:
-        _refuse_unsaved_changes(session)
+    if reading_before and (session.new or session.dirty or session.deleted):
+        raise TransactionError("objects were changed outside a unit of work; write inside `with writing():`")
     if reading_before and _write_continues_read(session):
         connection = session.connection()  # the read's transaction goes on: one BEGIN and COMMIT fewer
     else:
         if reading_before:
-            _end_read(session)
+            # A read-only transaction: commit and rollback release the same nothing. Commit keeps the
+            # objects it loaded usable (expire_on_commit=False); a rollback would expire them.
+            session.commit()
         connection = session.connection(execution_options={WRITE_OPTION: True})  # BEGIN IMMEDIATE on SQLite
     if not durable and connection.dialect.name == "postgresql":
         session.execute(sa.text("SET LOCAL synchronous_commit TO OFF"))

@@ -53,8 +53,7 @@ def problem(
         **{name: value for name, value in extra.items() if value is not None},
     }
     response = Response(json_bytes(body), status=status, mimetype="application/problem+json")
-    for name, value in (headers or {}).items():
-        response.headers[name] = value
+    response.headers.update(headers or {})
     return response
 
 
@@ -72,14 +71,12 @@ class Problem(Exception):
         **extra: Any,
     ) -> None:
         super().__init__(f"{status} {title}: {detail}")
-        self.status, self.title, self.detail, self.type, self.headers, self.extra = (
-            status,
-            title,
-            detail,
-            type_,
-            headers,
-            extra,
-        )
+        self.status = status
+        self.title = title
+        self.detail = detail
+        self.type = type_
+        self.headers = headers
+        self.extra = extra
 
     def response(self) -> Response:
         return problem(self.status, self.title, self.detail, self.type, self.headers, **self.extra)

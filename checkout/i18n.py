@@ -47,9 +47,7 @@ def _asked() -> str | None:
 
 
 def select_locale() -> str:
-    if not has_request_context():
-        return DEFAULT
-    if request.path.startswith(ENGLISH_ONLY_PREFIXES):
+    if not has_request_context() or request.path.startswith(ENGLISH_ONLY_PREFIXES):
         return DEFAULT
     chosen = _asked() or session.get(SESSION_KEY)
     if chosen in LANGUAGES:
@@ -84,8 +82,7 @@ def format_number(value: int) -> str:
 def language_url(code: str) -> str:
     """This page in another language (the switcher's links): the same path and query, with ``lang``."""
     args = {name: value for name, value in request.args.items() if name != "lang"}
-    args["lang"] = code
-    return f"{request.path}?{urlencode(args)}"
+    return f"{request.path}?{urlencode({**args, 'lang': code})}"
 
 
 def register_i18n(app: Flask) -> None:

@@ -92,8 +92,7 @@ def register_security(app: Flask) -> None:
 
     @app.before_request
     def _refuse_unreadable_bodies() -> None:
-        problem = request.environ.get(BODY_PROBLEM)
-        if problem:
+        if problem := request.environ.get(BODY_PROBLEM):
             abort(problem)
         refuse_nul_characters()
 

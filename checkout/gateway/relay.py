@@ -1,12 +1,6 @@
-"""The mock gateway's delivery service, wired into the app.
-
-A real provider runs its own webhook delivery; this mock's is a process of
-its own, ``flask --app checkout gateway deliver --forever`` (the Procfile's
-``webhooks``, which ``make run`` starts), never a thread in a web worker.
-The lab's buttons deliver too, from the request that pressed them. The URL is
-``CHECKOUT_WEBHOOK_URL``, else ``CHECKOUT_SHOP_URL`` + ``/webhooks/gateway``:
-always configured, never taken from a request, whose Host header anyone can
-forge.
+"""The mock gateway's delivery service, wired into the app: a process of its own (``gateway deliver --forever``),
+never a thread in a web worker. Its URL is always configured, never taken from a request's forgeable Host header.
+Design: docs/design.md#checkoutgatewaywebhookspy-and-checkoutgatewayrelaypy-delivering-the-gateways-events
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """Delivering the gateway's events to the merchant: at least once, signed, with backoff.
 
-Each outcome (a charge, a decline, a refund) wrote an event in its own
-transaction. The deliverer POSTs due events to the merchant's URL until one
-answers 2xx, waiting longer after each failure. Like a real provider, it
-makes no promise of order (a batch goes out shuffled) nor of once: some
-events are delivered twice on purpose (``duplicate_rate``). The merchant
-must apply each event once, whatever arrives.
+Due events are POSTed until the merchant answers 2xx. Like a real provider, it promises neither order (a batch goes
+out shuffled) nor once (``duplicate_rate`` sends some twice on purpose): the merchant must apply each event once.
+Design: docs/design.md#checkoutgatewaywebhookspy-and-checkoutgatewayrelaypy-delivering-the-gateways-events
 """
 
 from __future__ import annotations

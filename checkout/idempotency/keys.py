@@ -1,13 +1,8 @@
 """What identifies a request: the key it carries, and the fingerprint stored with it.
 
-A key is 16 to 255 visible ASCII characters. Clients following the IETF
-draft send it as a structured-field string, in double quotes; we accept that
-form and unquote it.
-
-HTTP lets a server merge repeated header lines into one value joined by
-commas (gunicorn sends "a,b", Werkzeug "a, b"), so a comma outside quotes
-means the client sent more than one key. That is refused: taken as one new
-key, a retry carrying only one of them would pay again.
+A key is 16 to 255 visible ASCII characters, perhaps in double quotes (a structured-field string). A comma outside
+quotes means several keys (merged header lines): refused, since a retry carrying only one of them would pay again.
+Design: docs/design.md#checkoutidempotencykeyspy-the-key-and-the-fingerprint
 """
 
 from __future__ import annotations

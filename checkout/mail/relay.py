@@ -15,7 +15,7 @@ import re
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
 from email.message import EmailMessage
 from email.utils import format_datetime
@@ -96,16 +96,7 @@ def _due(limit: int) -> list[Outgoing]:
     now = utcnow()
     with reading() as session:
         rows = session.execute(
-            sa.select(
-                outbox.c.id,
-                outbox.c.kind,
-                outbox.c.subject,
-                outbox.c.recipient,
-                outbox.c.title,
-                outbox.c.body,
-                outbox.c.created_at,
-                outbox.c.attempts,
-            )
+            sa.select(*(outbox.c[column.name] for column in fields(Outgoing)))
             .where(
                 outbox.c.sent_at.is_(None),
                 outbox.c.refused_at.is_(None),

@@ -122,8 +122,7 @@ def parse_smtp_url(url: str) -> tuple[str, int]:
 
 def transport_for(app: Flask) -> Transport:
     """The transport the app's settings choose: SMTP when ``CHECKOUT_SMTP_URL`` is set, else the Maildir."""
-    url = str(app.config.get("CHECKOUT_SMTP_URL") or "")
-    if url:
+    if url := str(app.config.get("CHECKOUT_SMTP_URL") or ""):
         host, port = parse_smtp_url(url)
         return SmtpTransport(host, port)
     return MaildirTransport(maildir_path(app))
