@@ -118,10 +118,8 @@ def get_order(order_id: str) -> Response:
 
 
 def _keyed_json(empty_is: Any = None, *, takes_key: bool = True) -> tuple[str, Any]:
-    """The request's key and JSON body, in that order of refusal (400 for the key, then 415, 400).
-
-    ``takes_key=False`` leaves the Idempotency-Key header unread (the key is ""): no store to keep it.
-    """
+    """The request's key and JSON body, in that order of refusal (400 for the key, then 415, 400);
+    ``takes_key=False`` leaves the Idempotency-Key header unread (the key is ""): no store to keep it."""
     key = _idempotency_key() if takes_key else ""
     return key, _read_json() if empty_is is None else _read_json(empty_is=empty_is)
 

@@ -1,12 +1,8 @@
 """The cart lives on the server; the session holds only its id.
 
-Every change bumps the cart's version. A payment is for one version: the
-checkout form carries it, orders are unique on (cart, version), and the
-version's idempotency key is made once, in the database. Paying empties the
-cart and moves it to a new version in the transaction that marks the order
-paid; a declined or abandoned payment moves it too, so the next try gets a
-new key. A cookie replayed from before a payment finds the cart as it is
-now: the paid lines are gone.
+Every change bumps its version and a payment is for one version, so a cookie replayed from before a payment finds
+the cart as it is now.
+Design: docs/design.md#checkoutshopcartspy-the-cart-on-the-server
 """
 
 from __future__ import annotations
@@ -49,10 +45,6 @@ class CartView:
     @property
     def total_cents(self) -> int:
         return sum(item.total_cents for item in self.items)
-
-    @property
-    def count(self) -> int:
-        return sum(item.quantity for item in self.items)
 
     @property
     def empty(self) -> bool:

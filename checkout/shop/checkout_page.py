@@ -18,7 +18,7 @@ from checkout.extensions import db
 from checkout.gateway.client import TEST_CARDS, pretty
 from checkout.idempotency import Scope, fingerprint, parse_key, peek, run
 from checkout.idempotency.keys import InvalidKey
-from checkout.idempotency.types import Done, InProgress, Mismatch, Outcome, RecordView, Refused, Unfinished
+from checkout.idempotency.types import Done, InProgress, Mismatch, Outcome, Refused, Unfinished
 from checkout.shop import carts
 from checkout.shop.carts import CartView, purchase_of
 from checkout.shop.forms import CheckoutForm
@@ -49,13 +49,6 @@ LOOK_AGAIN_SECONDS = 1
 
 def _scope(key: str) -> Scope:
     return Scope(browser_identity(), BROWSER_ENDPOINT, key)
-
-
-def _outcome(view: RecordView | None) -> BrowserOutcome | None:
-    """What a completed record of this endpoint says happened (None while in progress)."""
-    if view is None or not view.completed or view.response is None:
-        return None
-    return BrowserOutcome.from_stored(view.response)
 
 
 @dataclass(frozen=True)
@@ -332,8 +325,7 @@ def _processing(key: str) -> ResponseReturnValue:
     """The "still processing" page. It looks again by itself, with JavaScript or without: the HTTP ``Refresh``
     header, which every browser follows, loads ``pending`` until the first submit has an answer."""
     look = url_for("checkout.pending", key=key)
-    page = render_template("shop/processing.html", look=look)
-    return page, 202, {"Refresh": f"{LOOK_AGAIN_SECONDS}; url={look}"}
+    return render_template("shop/processing.html", look=look), 202, {"Refresh": f"{LOOK_AGAIN_SECONDS}; url={look}"}
 
 
 @bp.get("/checkout/pending/<key>")
@@ -346,8 +338,8 @@ def pending(key: str) -> ResponseReturnValue:
     view = peek(_scope(key))
     if view is None:
         abort(404)
-    told = _outcome(view)
-    if told is not None:
+    if view.completed and view.response is not None:
+        told = BrowserOutcome.from_stored(view.response)
         if told.outcome == "paid" and told.order_url:
             remember_replay(told.order_url)
             return redirect(told.order_url, 303)

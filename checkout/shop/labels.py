@@ -19,5 +19,4 @@ STATUS_LABELS = {
 
 def status_label(status: str) -> str:
     """A state in the page's language; an unknown one as it is."""
-    label = STATUS_LABELS.get(status)
-    return str(label) if label is not None else status
+    return str(STATUS_LABELS.get(status, status))

@@ -223,10 +223,9 @@ _HOLDS_ORDER = f"status IN {PAYMENT_HOLDS_ORDER!r}"
 class Payment(Base):
     """A payment for the client's own order reference (``orderId``), in minor units.
 
-    Unique on (customer, idempotency key): a late retry, its record purged, finds
-    its payment. And, for payments pending or succeeded, unique on (customer,
-    order reference): two keys for one order can never both be charged, whatever
-    the timing, because the second INSERT is refused by the database itself.
+    Unique on (customer, idempotency key): a late retry, its record purged, finds its payment. And, for payments
+    pending or succeeded, unique on (customer, order reference): two keys for one order can never both be charged,
+    whatever the timing, because the second INSERT is refused by the database itself.
     """
 
     __tablename__ = "payments"

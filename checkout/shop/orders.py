@@ -1,9 +1,8 @@
 """Orders as plain values: inserted, read, moved from pending to an outcome; their stock, their prices from
 the catalog, their emails, and the signals that tell the lab (when it listens) what was placed.
 
-The payment's phases work with ``OrderView`` values and Core statements, not
-ORM objects: a value copied out of a transaction can cross the gateway call
-safely (nothing reloads behind our back), and the hot path skips the ORM's
+The payment's phases work with ``OrderView`` values and Core statements, not ORM objects: a value copied out of a
+transaction can cross the gateway call safely (nothing reloads behind our back), and the hot path skips the ORM's
 unit of work.
 """
 
@@ -173,8 +172,7 @@ def _view(row: sa.Row[Any], items: Sequence[Line], refunds_of: Sequence[RefundVi
 
 
 def _items_of(order_id: int) -> list[Line]:
-    rows = db.session.execute(_ITEMS, {"_order_id": order_id}).all()
-    return [Line(*row) for row in rows]
+    return [Line(*row) for row in db.session.execute(_ITEMS, {"_order_id": order_id})]
 
 
 def load(where: sa.ColumnElement[bool]) -> OrderView | None:
@@ -261,12 +259,9 @@ def mark_cart_moved_on(order: OrderView) -> None:
 
 # --- stock ------------------------------------------------------------------------------------
 # Stock: taken by the order's own transaction, given back once if the order ends unpaid.
-#
-# Taking is a conditional UPDATE per line (``stock >= quantity``): two shoppers
-# racing for the last item cannot both get it, and a CHECK keeps stock from
-# ever going below zero. Giving back happens in the transaction that ends the
-# order unpaid, and only there, guarded by the order's own conditional status
-# change: so exactly once.
+# Taking is a conditional UPDATE per line (``stock >= quantity``): two shoppers racing for the last item cannot both
+# get it, and a CHECK keeps stock from ever going below zero. Giving back happens in the transaction that ends the
+# order unpaid, and only there, guarded by the order's own conditional status change: so exactly once.
 
 products = table_of(Product)
 
@@ -316,48 +311,41 @@ def give_back_stock(order_id: int) -> None:
 
 def order_confirmation(order: OrderView) -> None:
     with force_locale(order.language):  # the shopper's, whichever request (or webhook) pays
-        _order_confirmation(order)
-
-
-def _order_confirmation(order: OrderView) -> None:
-    lines = "\n".join(
-        f"  {line.quantity} x {_(line.name)}  {format_money(line.total_cents, order.currency)}" for line in order.items
-    )
-    enqueue(
-        ORDER_CONFIRMATION,
-        order.public_id,
-        order.email,
-        _("Your order %(order)s is paid", order=order.public_id),
-        _("Thank you for your order %(order)s.", order=order.public_id)
-        + f"\n\n{lines}\n\n"
-        + _(
-            "Total charged, once: %(total)s (charge %(charge)s).",
-            total=format_money(order.total_cents, order.currency),
-            charge=order.charge_id,
+        lines = "\n".join(
+            f"  {line.quantity} x {_(line.name)}  {format_money(line.total_cents, order.currency)}"
+            for line in order.items
         )
-        + "\n",
-    )
+        enqueue(
+            ORDER_CONFIRMATION,
+            order.public_id,
+            order.email,
+            _("Your order %(order)s is paid", order=order.public_id),
+            _("Thank you for your order %(order)s.", order=order.public_id)
+            + f"\n\n{lines}\n\n"
+            + _(
+                "Total charged, once: %(total)s (charge %(charge)s).",
+                total=format_money(order.total_cents, order.currency),
+                charge=order.charge_id,
+            )
+            + "\n",
+        )
 
 
 def refund_receipt(refund_id: str, amount_cents: int, currency: str, order: OrderView) -> None:
     with force_locale(order.language):
-        _refund_receipt(refund_id, amount_cents, currency, order)
-
-
-def _refund_receipt(refund_id: str, amount_cents: int, currency: str, order: OrderView) -> None:
-    enqueue(
-        REFUND_RECEIPT,
-        refund_id,
-        order.email,
-        _("Refund %(refund)s for order %(order)s", refund=refund_id, order=order.public_id),
-        _(
-            "We refunded %(amount)s of your order %(order)s (refund %(refund)s).",
-            amount=format_money(amount_cents, currency),
-            order=order.public_id,
-            refund=refund_id,
+        enqueue(
+            REFUND_RECEIPT,
+            refund_id,
+            order.email,
+            _("Refund %(refund)s for order %(order)s", refund=refund_id, order=order.public_id),
+            _(
+                "We refunded %(amount)s of your order %(order)s (refund %(refund)s).",
+                amount=format_money(amount_cents, currency),
+                order=order.public_id,
+                refund=refund_id,
+            )
+            + "\n",
         )
-        + "\n",
-    )
 
 
 # --- an order's lines, priced from the catalog ------------------------------------------------

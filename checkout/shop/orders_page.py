@@ -1,10 +1,8 @@
 """The customer's orders, in the browser. Nobody sees another customer's.
 
-A pending order whose payment nobody is working on (the gateway was down, or
-its answer was lost, and the shopper moved on) offers to finish that payment:
-the form carries the payment's own key, so finishing it is a retry, never a
-second payment. A paid order offers a refund, with a key of its own rendered
-with the page: a double submit of that form refunds once.
+A pending order nobody is paying offers to finish it under the payment's own key (a retry, never a second payment);
+a refund form has a key of its own, so a double submit refunds once.
+Design: docs/design.md#checkoutshoporders_pagepy-the-customers-orders
 """
 
 from __future__ import annotations
@@ -41,10 +39,9 @@ REMEMBERED_REPLAYS = 10
 def remember_replay(order_url: str) -> None:
     """Note in the session that Pay was pressed more than once for this order.
 
-    A replay redirects to the same order URL as the original; the order page
-    reads this note to say "already placed and charged once". In a double
-    submit both answers carry the note, so whichever one the browser shows
-    (and whichever cookie it keeps last) says so.
+    A replay redirects to the same order URL as the original; the order page reads this note to say "already placed
+    and charged once". In a double submit both answers carry the note, so whichever one the browser shows (and
+    whichever cookie it keeps last) says so.
     """
     order_id = order_url.rstrip("/").rsplit("/", 1)[-1]
     replayed = [o for o in session.get(REPLAYED, []) if o != order_id]
@@ -193,8 +190,7 @@ def _refund_told(told: dict[str, Any], order: Order, pressed_again: bool) -> Res
     """The page for a stored refund answer: the order with the refund, or the order again with why not."""
     if told["outcome"] == "refunded":
         if pressed_again:
-            noted = session.get(REFUND_REPLAYED, [])
-            session[REFUND_REPLAYED] = [*noted, order.public_id][-REMEMBERED_REPLAYS:]
+            session[REFUND_REPLAYED] = [*session.get(REFUND_REPLAYED, []), order.public_id][-REMEMBERED_REPLAYS:]
         flash(
             _(
                 "Refunded %(amount)s (refund %(refund)s).",

@@ -39,6 +39,7 @@ from checkout.shop.placement import (
     Phases,
     ProblemKind,
     charge_once,
+    gateway_key_for,
     key_reused,
 )
 
@@ -109,10 +110,6 @@ def by_public_id(payment_public_id: str) -> PaymentView | None:
 def of_customer(customer_id: int, payment_public_id: str) -> PaymentView | None:
     """One of this customer's payments (None for anyone else's: the same answer as for no payment)."""
     return load(sa.and_(payments.c.public_id == payment_public_id, payments.c.customer_id == customer_id))
-
-
-def gateway_key_for(payment_public_id: str) -> str:
-    return f"charge-{payment_public_id}"
 
 
 @dataclass(frozen=True)

@@ -448,9 +448,8 @@ def end_order(order: OrderView, status: str, charge_id: str | None) -> OrderView
 def settle(order: OrderView, answer: GatewayAnswer, note: Callable[..., None]) -> OrderView:
     """End a pending order as the gateway answered, in the current unit of work; the order as it is now.
 
-    Whoever comes first (the worker, reconcile, the gateway's webhook) ends the
-    order, with its side effects (checkout.shop.outcomes), and notes it; the
-    others change nothing. ``note`` adds an audit event (an Operation's, or
+    Whoever comes first (the worker, reconcile, the gateway's webhook) ends the order, with its side effects
+    (``end_order``), and notes it; the others change nothing. ``note`` adds an audit event (an Operation's, or
     reconcile's for an order with no record in this database).
     """
     status = _ENDS.get(answer.status)

@@ -32,7 +32,7 @@ from checkout.shop.models import (
     Order,
     Refund,
 )
-from checkout.shop.orders import OrderView, RefundView
+from checkout.shop.orders import OrderView, RefundView, refund_by_public_id
 from checkout.shop.placement import Phases, ProblemKind
 
 REFUND_CREATED = "refund_created"
@@ -51,14 +51,6 @@ class RefundEvent(enum.StrEnum):
     GATEWAY_UNAVAILABLE = "gateway_unavailable"
     ANSWER_LOST = "answer_lost"
     ALREADY_REFUNDED = "already_refunded"  # a late retry: the refunds' unique (order, key) found its refund
-
-
-def of_order(order_id: int) -> list[RefundView]:
-    return orders.refunds_where(refunds.c.order_id == order_id)
-
-
-def by_public_id(refund_public_id: str) -> RefundView | None:
-    return orders.refund_by_public_id(refund_public_id)
 
 
 def refund_key_for(refund_public_id: str) -> str:
@@ -100,25 +92,21 @@ class ApiRefundResponder:
         return REFUND_EXCEEDS.stored(detail, order_id=order.public_id, refundable_cents=left)
 
 
+def _json_answer(status: int, **outcome: object) -> StoredResponse:
+    return StoredResponse(status, {"Content-Type": "application/json"}, json_bytes(outcome))
+
+
 class BrowserRefundResponder:
     """The browser's refund form stores what happened; the order page says it."""
 
     def refunded(self, refund: RefundView) -> StoredResponse:
-        return StoredResponse(
-            303,
-            {"Content-Type": "application/json"},
-            json_bytes({"outcome": "refunded", "refund_id": refund.public_id, "amount_cents": refund.amount_cents}),
-        )
+        return _json_answer(303, outcome="refunded", refund_id=refund.public_id, amount_cents=refund.amount_cents)
 
     def not_refundable(self, order: OrderView) -> StoredResponse:
-        return StoredResponse(422, {"Content-Type": "application/json"}, json_bytes({"outcome": "not_refundable"}))
+        return _json_answer(422, outcome="not_refundable")
 
     def exceeds(self, order: OrderView, asked: int, left: int) -> StoredResponse:
-        return StoredResponse(
-            422,
-            {"Content-Type": "application/json"},
-            json_bytes({"outcome": "exceeds", "asked_cents": asked, "left_cents": left}),
-        )
+        return _json_answer(422, outcome="exceeds", asked_cents=asked, left_cents=left)
 
 
 # --- the phases ------------------------------------------------------------------------
@@ -227,7 +215,7 @@ class PlaceRefund(Phases[RefundView]):
         return MoveTo(REFUND_CREATED)
 
     def load(self, public_id: str) -> RefundView | None:
-        return by_public_id(public_id)
+        return refund_by_public_id(public_id)
 
     def call(self, operation: Operation) -> GatewayRefundAnswer:
         return call_gateway(self.gateway, self.made(operation))
@@ -236,7 +224,7 @@ class PlaceRefund(Phases[RefundView]):
         refund = self.made(operation)
         if mark_refunded(refund, answer.id):
             operation.note(RefundEvent.REFUNDED, refund_id=refund.public_id, gateway_refund_id=answer.id)
-        done = by_public_id(refund.public_id)
+        done = refund_by_public_id(refund.public_id)
         assert done is not None
         return Complete(self.respond.refunded(done))
 

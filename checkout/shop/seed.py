@@ -33,9 +33,8 @@ DEMO_CUSTOMERS = [("alice", "cus_demo_alice", "demo-alice-token"), ("bob", "cus_
 def seed(*, demo_customers: bool, reset_stock: bool = False) -> dict[str, int]:
     """Insert what is missing; running it twice changes nothing (today's stock stays).
 
-    ``reset_stock`` puts every product's seeded stock back on the shelf. What is
-    put on a shelf is told (``orders.stocked``) to whoever keeps the stock's
-    accounts. (Call inside a unit of work.)
+    ``reset_stock`` puts every product's seeded stock back on the shelf. What is put on a shelf is told
+    (``orders.stocked``) to whoever keeps the stock's accounts. (Call inside a unit of work.)
     """
     products = 0
     for sku, name, description, emoji, price, stock in PRODUCTS:

@@ -14,8 +14,6 @@ from checkout.shop.identity import identify_browser
 from checkout.shop.models import Product
 
 bp = Blueprint("shop", __name__)
-
-
 bp.before_app_request(identify_browser)
 
 
@@ -28,10 +26,9 @@ def catalog() -> ResponseReturnValue:
 @bp.get("/cart", endpoint="cart")
 def show_cart() -> ResponseReturnValue:
     cart = carts.current()
-    items = cart.items if cart else ()
     return render_template(
         "shop/cart.html",
-        items=items,
+        items=cart.items if cart else (),
         total_cents=cart.total_cents if cart else 0,
         remove_form=EmptyForm(),
     )
