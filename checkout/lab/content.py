@@ -43,13 +43,8 @@ def _link_open(self: RendererHTML, tokens: Sequence[Token], idx: int, options: O
     return self.renderToken(tokens, idx, options, env)
 
 
-def _markdown() -> MarkdownIt:
-    md = MarkdownIt("commonmark", {"html": False}).disable("image")
-    md.add_render_rule("link_open", _link_open)
-    return md
-
-
-MARKDOWN = _markdown()
+MARKDOWN = MarkdownIt("commonmark", {"html": False}).disable("image")
+MARKDOWN.add_render_rule("link_open", _link_open)
 
 
 def lab_href(href: str) -> str:
@@ -228,8 +223,7 @@ def document(kind: str, slug: str, language: str | None = None) -> Document:
 
 def documents(kind: str, language: str | None = None) -> tuple[Document, ...]:
     """Every file of one kind, in the order their front matter gives: the English files say which exist."""
-    found = [document(kind, slug, language) for slug in files(kind)]
-    return tuple(sorted(found, key=lambda found_one: found_one.order))
+    return tuple(sorted((document(kind, slug, language) for slug in files(kind)), key=lambda doc: doc.order))
 
 
 # --- what each page reads of its files ----------------------------------------------------------------

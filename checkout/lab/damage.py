@@ -23,10 +23,6 @@ from checkout.shop.models import DECLINED, FAILED, Customer, Order
 PROTECTED_PATHS = frozenset({"safe", "store:redis", "legacy-gateway"})
 
 
-def is_protected(path: str) -> bool:
-    return path in PROTECTED_PATHS
-
-
 @dataclass(frozen=True)
 class Purchase:
     ref: str
@@ -137,7 +133,6 @@ def purchases(*, prefix: str | None = None) -> list[Purchase]:
     )
     if prefix:
         query = query.where(LabOrder.purchase_ref.startswith(prefix, autoescape=True))
-    rows = db.session.execute(query).all()
     found = [
         Purchase(
             ref=row.ref,
@@ -151,7 +146,7 @@ def purchases(*, prefix: str | None = None) -> list[Purchase]:
             all_unpaid=int(row.unpaid) == int(row.orders),
             last_activity=_aware(row.last_activity),
         )
-        for row in rows
+        for row in db.session.execute(query)
     ]
     return sorted(found, key=lambda p: p.last_activity, reverse=True)
 

@@ -19,7 +19,7 @@ from checkout.shop.models import HOLDS_STOCK, Customer, Order, OrderItem, Produc
 LIMIT = 200
 
 
-def _iso(value: datetime | None) -> str | None:
+def iso(value: datetime | None) -> str | None:
     return value.isoformat().replace("+00:00", "Z") if value else None
 
 
@@ -54,8 +54,8 @@ def ledger(limit: int = LIMIT) -> dict[str, list[dict[str, Any]]]:
                 "state": r.state,
                 "recovery_point": r.recovery_point,
                 "response_status": r.response_status,
-                "locked_until": _iso(r.locked_until) if r.locked_by else None,
-                "created_at": _iso(r.created_at),
+                "locked_until": iso(r.locked_until) if r.locked_by else None,
+                "created_at": iso(r.created_at),
             }
             for r in records
         ],
@@ -69,9 +69,9 @@ def ledger(limit: int = LIMIT) -> dict[str, list[dict[str, Any]]]:
                 "currency": o.currency,
                 "charge_id": o.charge_id,
                 "path": path,
-                "unsafe": not damage.is_protected(path),
+                "unsafe": path not in damage.PROTECTED_PATHS,
                 "purchase": purchase,
-                "created_at": _iso(o.created_at),
+                "created_at": iso(o.created_at),
             }
             for o, customer, path, purchase in orders
         ],
@@ -83,13 +83,13 @@ def ledger(limit: int = LIMIT) -> dict[str, list[dict[str, Any]]]:
                 "amount_cents": c.amount_cents,
                 "currency": c.currency,
                 "status": c.status,
-                "created_at": _iso(c.created_at),
+                "created_at": iso(c.created_at),
             }
             for c in charges
         ],
         "events": [
             {
-                "at": _iso(e.created_at),
+                "at": iso(e.created_at),
                 "customer": e.customer,
                 "endpoint": e.endpoint,
                 "key": e.key,
@@ -145,7 +145,7 @@ COUNTER_LABELS = {
 def counters() -> dict[str, int]:
     """How often each layer of the defence worked: replays, conflicts, mismatches, resumptions, reconciles."""
     rows = db.session.execute(sa.select(IdempotencyEvent.name, sa.func.count()).group_by(IdempotencyEvent.name)).all()
-    counts = dict(rows)
+    counts = dict(rows)  # a Result has keys(): dict() would read it as a mapping
     return {counter: counts.get(event, 0) for counter, (event, _meaning) in COUNTERS.items()}
 
 
@@ -156,23 +156,18 @@ def timeline(key: str, customer: str | None = None) -> list[dict[str, Any]]:
         query = query.where(IdempotencyEvent.customer == customer)
     events = db.session.scalars(query.order_by(IdempotencyEvent.id)).all()
     server_of = servers_of(e.worker for e in events)
-    steps: list[dict[str, Any]] = []
-    previous = None
-    for e in events:
-        since = (e.created_at - previous).total_seconds() if previous is not None else 0.0
-        steps.append(
-            {
-                "at": e.created_at,
-                "since_previous": since,
-                "event": e.name,
-                "worker": e.worker,
-                "server": server_of.get(e.worker),  # which app server took this step (behind a proxy)
-                "endpoint": e.endpoint,
-                **e.detail,
-            }
-        )
-        previous = e.created_at
-    return steps
+    return [
+        {
+            "at": e.created_at,
+            "since_previous": (e.created_at - previous.created_at).total_seconds() if previous is not None else 0.0,
+            "event": e.name,
+            "worker": e.worker,
+            "server": server_of.get(e.worker),  # which app server took this step (behind a proxy)
+            "endpoint": e.endpoint,
+            **e.detail,
+        }
+        for previous, e in zip([None, *events], events, strict=False)
+    ]
 
 
 def latest_key_of(customer: str) -> str | None:
@@ -213,7 +208,7 @@ def refunds_list(limit: int = LIMIT) -> list[dict[str, Any]]:
             "status": r.status,
             "path": path,
             "idempotency_key": r.idempotency_key,
-            "created_at": _iso(r.created_at),
+            "created_at": iso(r.created_at),
         }
         for r, order_id, path in rows
     ]

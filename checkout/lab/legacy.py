@@ -35,13 +35,12 @@ def legacy_gateway(app: Flask | None = None) -> LegacyGateway:
     found = app.extensions.get("checkout.legacy_gateway")
     if found is None:
         keyed = app.extensions["checkout.gateway"]
-        found = LegacyGateway(
+        found = app.extensions["checkout.legacy_gateway"] = LegacyGateway(
             keyed.engine,
             slow_seconds=keyed.slow_seconds,
             very_slow_seconds=keyed.very_slow_seconds,
             timeout_seconds=keyed.timeout_seconds,
         )
-        app.extensions["checkout.legacy_gateway"] = found
     assert isinstance(found, LegacyGateway)
     return found
 

@@ -1,11 +1,7 @@
 """The lab's mailbox (``/lab/mailbox``): what the receiver got, beside what the outbox sent.
 
-With the Maildir transport (no ``CHECKOUT_SMTP_URL``), the page reads the
-Maildir back as a receiver would and groups every copy by its Message-ID: a
-message the relay sent twice (it died between sending and marking) is one
-message received in two copies, and the second copy is the duplicate a
-receiver drops. With SMTP the mail is on that server, and only the outbox is
-shown. Lab only, like every lab page.
+Copies are grouped by Message-ID: a second copy is a resend the receiver drops. With SMTP only the outbox is shown.
+Design: docs/lab.md#checkoutlabmailboxpy-the-mailbox
 """
 
 from __future__ import annotations
@@ -175,7 +171,6 @@ def index() -> ResponseReturnValue:
     smtp_url = str(current_app.config["CHECKOUT_SMTP_URL"] or "")
     maildir = maildir_path(current_app)
     groups = [] if smtp_url else by_message_id(received(maildir))
-    copies = {group.message_id: group.copies for group in groups}
     rows, counts = outbox_rows()
     return render_template(
         "lab/mailbox.html",
@@ -187,6 +182,6 @@ def index() -> ResponseReturnValue:
         total_duplicates=sum(group.duplicates for group in groups),
         rows=rows,
         counts=counts,
-        copies=copies,
+        copies={group.message_id: group.copies for group in groups},
         now=utcnow(),
     )

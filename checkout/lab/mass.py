@@ -87,8 +87,7 @@ def run(
     products = _get_json(f"{base_url}/api/products")
     assert isinstance(products, list) and products
     rng = random.Random(seed)
-    run_id = uuid.uuid4().hex[:8]
-    prefix = f"mass-{run_id}-"
+    prefix = f"mass-{uuid.uuid4().hex[:8]}-"
     plans = []
     for number in range(payments):
         card, pays = _pick_card(rng)

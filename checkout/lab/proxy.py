@@ -2,20 +2,10 @@
 
     .venv/bin/python -m checkout.lab.proxy --listen 127.0.0.1:5000
 
-nginx listens on ``--listen`` and sends each request to one of two gunicorn servers on the
-next two ports (``app-1`` and ``app-2``, their ``CHECKOUT_SERVER_NAME``), which share the
-database and the instance folder's secrets. Its configuration is
-``deploy/nginx/checkout.conf.template``, filled in here: nginx waits ``--read-timeout``
-(1 s) for the answer to a POST it resends (a payment, a refund, a webhook, the unsafe twins), shorter than the slow
-card's 3 s, and then sends it to the other server (``proxy_next_upstream error timeout
-non_idempotent``). Exercise 14 pays through it. nginx runs as an ordinary process from
-``instance/proxy/`` (its pid, logs and temporary files are all there); the system's nginx service,
-if any, is not touched.
-Beside the servers run the two relays, one of each for the shared database, as the
-Procfile has them (``CHECKOUT_OUTBOX_RELAY=off``: no outbox relay); the webhooks go
-through nginx too. Ctrl-C stops them all.
-
-The tests start the same configuration in front of their own servers (``nginx()`` below).
+nginx (``deploy/nginx/checkout.conf.template``, filled in here) waits ``--read-timeout`` for the answer to a POST it
+may resend, then sends it to the other server. The tests start the same configuration in front of their own servers
+(``nginx()`` below).
+Design: docs/operations.md#several-workers-several-servers
 """
 
 from __future__ import annotations
@@ -148,18 +138,16 @@ class Proxy:
             text = self.access_log.read_text()
         except FileNotFoundError:
             return []
-        found = []
-        for match in _LOG_LINE.finditer(text):
-            if match["request"].startswith(starting):
-                found.append(
-                    Proxied(
-                        match["request"],
-                        int(match["status"]),
-                        tuple(part.strip() for part in match["upstreams"].split(",")),
-                        tuple(part.strip() for part in match["statuses"].split(",")),
-                    )
-                )
-        return found
+        return [
+            Proxied(
+                match["request"],
+                int(match["status"]),
+                tuple(part.strip() for part in match["upstreams"].split(",")),
+                tuple(part.strip() for part in match["statuses"].split(",")),
+            )
+            for match in _LOG_LINE.finditer(text)
+            if match["request"].startswith(starting)
+        ]
 
 
 def _split(address: str) -> tuple[str, int]:
@@ -325,8 +313,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             command = [sys.executable, "-m", "gunicorn", "--config", str(ROOT / "gunicorn.conf.py"), "--bind", address]
             servers.append((name, address, _start(name, [*command, "checkout:create_app()"], env, lock)))
         for name, address, process in servers:
-            url = f"http://{address}"
-            _wait(functools.partial(_serving, url), process, f"{name} on {address}", timeout=60)
+            _wait(functools.partial(_serving, f"http://{address}"), process, f"{name} on {address}", timeout=60)
         # PYTHONUNBUFFERED: each line as it is written, not a pipe's buffer later.
         relay_env = {**os.environ, "CHECKOUT_SHOP_URL": shop_url, "PYTHONUNBUFFERED": "1"}
         for name, arguments in relays:

@@ -13,6 +13,7 @@ import time
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime, timedelta
 from functools import partial
+from itertools import islice
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
@@ -265,11 +266,7 @@ class RedisStore:
 
     def records(self, limit: int = 200) -> list[Found]:
         """Records now in Redis (for the lab), newest first, with their time to live."""
-        names = []
-        for name in self.client.scan_iter(match=self.prefix + "*", count=500):
-            names.append(name)
-            if len(names) >= limit:
-                break
+        names = list(islice(self.client.scan_iter(match=self.prefix + "*", count=500), limit))
         if not names:
             return []
         with self.client.pipeline(transaction=False) as pipe:
@@ -287,13 +284,8 @@ class RedisStore:
     def forget_all(self) -> int:
         """Delete every record of this store (never the rest of the database): Redis losing its keys."""
         removed = 0
-        batch: list[str] = []
-        for name in self.client.scan_iter(match=self.prefix + "*", count=500):
-            batch.append(name)
-            if len(batch) >= 500:
-                removed += int(self.client.unlink(*batch))
-                batch = []
-        if batch:
+        names = self.client.scan_iter(match=self.prefix + "*", count=500)
+        while batch := list(islice(names, 500)):
             removed += int(self.client.unlink(*batch))
         counters = list(self.client.scan_iter(match=DUPLICATES_PREFIX + "*", count=500))
         if counters:

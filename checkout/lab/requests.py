@@ -7,7 +7,6 @@ Design: docs/design.md#checkoutlabrequestspy-the-requests-under-a-key
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -19,6 +18,7 @@ from checkout.idempotency.audit import REQUEST_TAG
 from checkout.idempotency.models import IdempotencyEvent
 from checkout.idempotency.types import Event
 from checkout.lab import lab_only
+from checkout.lab.ledger import iso
 from checkout.shop.placement import BROWSER_ENDPOINT
 from checkout.shop.refunds import BROWSER_REFUNDS
 
@@ -32,10 +32,6 @@ ANSWERED_IN_PROGRESS = (Event.CONFLICT, Event.LEASE_LOST)
 # What a request that could not learn its outcome notes as it lets go of the key (the shop's own fault
 # events, then "released" unless a retry had taken the key over meanwhile): it was answered 503.
 ANSWERED_UNFINISHED = ("gateway_unavailable", "answer_lost", Event.RELEASED)
-
-
-def _iso(value: datetime) -> str:
-    return value.isoformat().replace("+00:00", "Z")
 
 
 def requests_under(key: str) -> list[dict[str, Any]]:
@@ -53,7 +49,7 @@ def requests_under(key: str) -> list[dict[str, Any]]:
             found[str(tag) if tag else f"event-{event.id}"] = {
                 "endpoint": event.endpoint,
                 "customer": event.customer,
-                "received_at": _iso(event.created_at),
+                "received_at": iso(event.created_at),
                 "status": None,
                 "replayed": False,
             }

@@ -1,9 +1,7 @@
 """A key's timeline drawn as a sequence diagram, in SVG made on the server: who spoke to whom, step by step.
 
-Five lifelines (the client, the shop, its database, the gateway, the gateway's webhook); each audit event is one
-arrow between two of them, in the order the events were written. A duplicate that a layer stopped (a conflict, a
-mismatch, a replay) ends on that layer with a bar, so a student sees where the second request was stopped.
-The arrows' labels are the event names, as the timeline beside it writes them.
+Each audit event, in the order written, is one arrow between two lifelines; a duplicate that a layer stopped ends on
+that layer with a bar, so a student sees where the second request was stopped.
 """
 
 from __future__ import annotations

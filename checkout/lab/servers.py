@@ -1,12 +1,7 @@
 """Which app server each worker belongs to, so the lab's timeline can say where every attempt landed.
 
-The audit trail names the worker that took each step (``host:pid``, the engine's
-``worker_name``). Behind a proxy with two app servers on one machine
-(``make proxy``), a pid alone does not say which server a resent request reached.
-A server started with ``CHECKOUT_SERVER_NAME`` (``app-1``, ``app-2``) writes, from
-each of its worker processes, once, the row "this worker is app-1"; the lab joins
-it to the events. Without the setting nothing is written, and the lab shows
-``host:pid`` as before. The engine knows nothing of this.
+Behind ``make proxy`` (two app servers on one machine) a pid alone does not say which server a resent request reached.
+Design: docs/lab.md#checkoutlabserverspy-which-app-server-each-worker-belongs-to
 """
 
 from __future__ import annotations

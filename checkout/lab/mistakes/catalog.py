@@ -32,8 +32,6 @@ from checkout.lab.mistakes.twin import endpoint_of, path_of
 from checkout.shop.placement import Pipeline
 
 SAFE_ENDPOINT = "POST /api/orders"
-
-
 ROOT = Path(__file__).resolve().parents[3]
 
 
