@@ -5,7 +5,8 @@ This is the one place that checks the Markdown files, so no other test keeps a c
 - every file and ``path::name`` a front matter cites exists (``ast`` for Python), and every test it cites;
 - every link leads to another content file or to a page of the app, and every command it gives exists;
 - every English file has a Ukrainian and a Russian one with the same headings, the same parts, the same
-  code (byte for byte, blocks and inline), the same links and the same front matter but for its prose;
+  code (byte for byte, blocks and inline, but for a block's shell comments, which are prose), the same links
+  and the same front matter but for its prose;
 - every concept, exercise and mistake the lab lists has its three files, and each page shows them in the
   language asked, never English in their place.
 """
@@ -98,6 +99,10 @@ def missing_command(command: str, runner: FlaskCliRunner) -> str | None:
     return f"{command}: not a flask, python -m or make command"
 
 
+# A shell comment in a code block is prose: translated, so compared only by where it is.
+SHELL_COMMENT = re.compile(r"(^|\s)# .*$", re.MULTILINE)
+
+
 def tokens_of(doc: Document) -> list[tuple[str, str]]:
     """What must be the same in every language: (what, which) for each heading, code span, code block, link."""
     _meta, body = content.split_front_matter(doc.path.read_text(encoding="utf-8"))
@@ -106,7 +111,7 @@ def tokens_of(doc: Document) -> list[tuple[str, str]]:
         if token.type == "heading_open":
             found.append(("heading", token.tag))
         elif token.type in ("fence", "code_block"):
-            found.append(("code block", token.content))
+            found.append(("code block", SHELL_COMMENT.sub(r"\1#", token.content)))
         for child in token.children or ():
             if child.type == "code_inline":
                 found.append(("code", child.content))
