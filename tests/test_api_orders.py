@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import uuid
 
+import pytest
 from flask.testing import FlaskClient
 
 from tests.helpers import ALICE, BOB, DECLINED_CARD, Ledger, claim_as_a_dying_worker, order_body, post_order
@@ -121,6 +122,25 @@ def test_malformed_json_is_400(client: FlaskClient, ledger: Ledger) -> None:
     assert response.status_code == 400
     assert response.get_json()["status"] == 400
     assert ledger.records() == []
+
+
+@pytest.mark.parametrize(
+    "constant", ["NaN", "Infinity", "-Infinity", '{"items": [{"sku": "MUG-01", "quantity": NaN}]}']
+)
+def test_nan_and_infinity_are_malformed_json_400(client: FlaskClient, ledger: Ledger, constant: str) -> None:
+    response = client.post(
+        "/api/orders", data=constant, content_type="application/json", headers={**ALICE, "Idempotency-Key": new_key()}
+    )
+    assert response.status_code == 400
+    assert response.get_json()["type"].endswith("malformed-json")
+    assert ledger.records() == []
+
+
+def test_a_quantity_sent_as_a_string_is_422_as_the_document_says_integer(client: FlaskClient, ledger: Ledger) -> None:
+    response = post_order(client, new_key(), order_body(items=[{"sku": "MUG-01", "quantity": "1"}]))
+    assert response.status_code == 422
+    assert response.get_json()["errors"] == {"items[0].quantity": ["must be a whole number from 1 to 99"]}
+    assert ledger.orders() == []
 
 
 def test_a_body_that_is_not_json_is_415(client: FlaskClient, ledger: Ledger) -> None:

@@ -212,6 +212,11 @@ def preferred_wait() -> int:
 _NOTHING = object()
 
 
+def _not_json(constant: str) -> None:
+    """Python reads NaN, Infinity and -Infinity; JSON (RFC 8259) has no such values."""
+    raise ValueError(f"{constant} is not JSON")
+
+
 def _read_json(empty_is: Any = _NOTHING) -> Any:
     """The body as JSON (415 if it is not JSON, 400 if it is malformed); ``empty_is``, when given, stands for
     an empty body."""
@@ -221,7 +226,7 @@ def _read_json(empty_is: Any = _NOTHING) -> Any:
     if not request.is_json:
         raise Problem(415, "Unsupported media type", "Send the body as application/json.")
     try:
-        return json.loads(data)
+        return json.loads(data, parse_constant=_not_json)
     except (ValueError, UnicodeDecodeError, RecursionError) as error:
         raise Problem(400, "Malformed JSON", "The body is not valid JSON.", type_="malformed-json") from error
 

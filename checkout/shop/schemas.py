@@ -115,6 +115,13 @@ def clean_quantity(raw: object) -> int:
     return raw
 
 
+def clean_json_quantity(raw: object) -> int:
+    """The API's quantity: a JSON integer, as its document says (a form's digits are the form's)."""
+    if isinstance(raw, str):
+        raise Invalid(f"must be a whole number from 1 to {MAX_QUANTITY}")
+    return clean_quantity(raw)
+
+
 @dataclass(frozen=True)
 class RequestedLine:
     index: int  # its place in the request, so an error found later names the right item
@@ -206,7 +213,7 @@ class Request(BaseModel):
 
 class OrderLine(Request):
     sku: Annotated[Sku, BeforeValidator(clean_sku)]
-    quantity: Annotated[int, Field(ge=1, le=MAX_QUANTITY), BeforeValidator(clean_quantity)]
+    quantity: Annotated[int, Field(ge=1, le=MAX_QUANTITY), BeforeValidator(clean_json_quantity)]
 
 
 class OrderRequest(Request):
