@@ -24,6 +24,15 @@ def test_checkout_renders_a_uuid4_key_csrf_and_the_pay_button(client: FlaskClien
     assert '<label for="email">' in page and '<label for="card_number">' in page
 
 
+def test_a_refused_cart_form_says_which_of_its_fields_was_wrong(client: FlaskClient) -> None:
+    csrf = form_fields(client.get("/").get_data(as_text=True), form_id=None)["csrf_token"]
+    no_product = client.post("/cart/items", data={"csrf_token": csrf, "sku": "", "quantity": "1"})
+    too_many = client.post("/cart/items", data={"csrf_token": csrf, "sku": "MUG-01", "quantity": "100"})
+    assert no_product.status_code == too_many.status_code == 422
+    assert "That is not a product." in no_product.get_data(as_text=True)
+    assert "Choose a quantity from 1 to 99." in too_many.get_data(as_text=True)
+
+
 def test_reloading_checkout_renders_the_same_key_and_a_changed_cart_a_new_one(client: FlaskClient) -> None:
     add_to_cart(client)
     first = checkout_fields(client)["idempotency_key"]
