@@ -30,6 +30,7 @@ from tests.helpers import (
     DECLINED_CARD,
     SLOW_CARD,
     UNAVAILABLE_CARD,
+    VERY_SLOW_CARD,
     Ledger,
     SameInstantLooks,
     age_every_record,
@@ -316,6 +317,7 @@ def test_a_new_key_for_an_order_already_paid_is_409_order_already_paid_with_the_
     assert problem["type"] == "order-already-paid"
     assert problem["id"] == problem["payment_id"] == paid["id"]
     assert problem["order_id"] == body["orderId"]
+    assert problem["idempotency_key"] == second_key  # as every 409 of the API names it
     assert "Retry-After" not in again.headers  # final: retrying will not change it
     replay = post_payment(client, second_key, {**body, "amount": 100})  # stored under the second key
     assert replay.get_data() == again.get_data() and replay.headers["Idempotent-Replayed"] == "true"
@@ -355,14 +357,19 @@ def test_two_keys_racing_for_one_order_charge_once(
 def test_a_second_key_while_the_first_is_still_paying_is_409_in_progress_and_not_stored(
     app: Flask, client: FlaskClient, ledger: Ledger
 ) -> None:
-    body = payment_body()
-    claim_payment_as_a_dying_worker(app, new_key(), body, lease_seconds=60)  # pending, its worker at the gateway
+    body, first_key = payment_body(card=VERY_SLOW_CARD), new_key()
+    claim_payment_as_a_dying_worker(app, first_key, body, lease_seconds=60)  # pending, its worker at the gateway
     second_key = new_key()
     response = post_payment(client, second_key, body)
-    assert response.status_code == 409 and int(response.headers["Retry-After"]) >= 1
+    assert response.status_code == 409
     [pending] = payments_of(ledger)
     assert response.get_json()["type"] == "order-payment-in-progress"
     assert response.get_json()["payment_id"] == pending.public_id
+    assert response.get_json()["idempotency_key"] == second_key
+    # Told when the other key's payment should be answered: what that key's own duplicate is told, not 1.
+    own_duplicate = post_payment(client, first_key, body)
+    assert own_duplicate.status_code == 409 and int(own_duplicate.headers["Retry-After"]) > 1
+    assert abs(int(response.headers["Retry-After"]) - int(own_duplicate.headers["Retry-After"])) <= 1
     assert [r.key for r in ledger.records()] != [second_key] and len(ledger.records()) == 1  # nothing stored
     assert ledger.charges() == []
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import enum
 import hmac
-import math
 import secrets
 import threading
 import time
@@ -17,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, TypeVar
 
 from checkout.database import assert_idle, utcnow, writing
@@ -60,20 +59,6 @@ ATTEMPTS = 5
 def peek(scope: Scope, store: RecordStore = SQL_STORE) -> RecordView | None:
     """The record for a scope, read without claiming anything (SQL: one indexed read, no lock)."""
     return store.find(scope)
-
-
-def _retry_after(view: RecordView, now: datetime, expected_call_seconds: float | None) -> int:
-    """When trying again makes sense: when the holder's call is expected to have been answered, and
-    never later than its lease runs out (then a retry takes over). At least 1 second."""
-    if view.locked_until is None:
-        return 1
-    wait = (view.locked_until - now).total_seconds()
-    if expected_call_seconds is not None:
-        # The holder's last step (the move to the recovery point of its call) is when the call began.
-        expected_left = (view.updated_at + timedelta(seconds=expected_call_seconds) - now).total_seconds()
-        # Late: give it one more expected call's time (a dead holder's lease runs out meanwhile).
-        wait = min(wait, expected_left if expected_left > 0 else expected_call_seconds)
-    return max(1, math.ceil(wait))
 
 
 def same_fingerprint(stored: str, offered: str) -> bool:
@@ -189,7 +174,7 @@ def _answer_existing(
             note(scope, Event.REPLAYED, status=view.response.status)
         return Done(view.response, replayed=True, duplicates=view.duplicates)
     if view.lease_live:
-        retry_after = _retry_after(view, now, settings.expected_call_seconds)
+        retry_after = view.retry_after(now, settings.expected_call_seconds)
         if first_look:
 
             def noted(_nothing: None) -> None:
@@ -457,7 +442,7 @@ def _told_after_waiting(store: RecordStore, scope: Scope, settings: Settings, ou
     view = peek(scope, store)
     if view is None or not view.lease_live:
         return replace(outcome, retry_after=1)  # free now: a retry claims or takes over at once
-    return replace(outcome, retry_after=_retry_after(view, utcnow(), settings.expected_call_seconds))
+    return replace(outcome, retry_after=view.retry_after(utcnow(), settings.expected_call_seconds))
 
 
 def run(

@@ -4,9 +4,10 @@ phase may end with, the outcomes a view turns into HTTP, and the read model of a
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -171,6 +172,19 @@ class RecordView:
     @property
     def completed(self) -> bool:
         return self.state == COMPLETED
+
+    def retry_after(self, now: datetime, expected_call_seconds: float | None) -> int:
+        """When trying again makes sense: when the holder's call is expected to have been answered, and
+        never later than its lease runs out (then a retry takes over). At least 1 second."""
+        if self.locked_until is None:
+            return 1
+        wait = (self.locked_until - now).total_seconds()
+        if expected_call_seconds is not None:
+            # The holder's last step (the move to the recovery point of its call) is when the call began.
+            expected_left = (self.updated_at + timedelta(seconds=expected_call_seconds) - now).total_seconds()
+            # Late: give it one more expected call's time (a dead holder's lease runs out meanwhile).
+            wait = min(wait, expected_left if expected_left > 0 else expected_call_seconds)
+        return max(1, math.ceil(wait))
 
 
 # --- signals a phase may raise -------------------------------------------------

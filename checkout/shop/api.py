@@ -445,7 +445,7 @@ def create_payment() -> Response:
     return _run(
         Scope(customer.public_id, API_PAYMENTS, key),
         keyed_fingerprint(API_PAYMENTS, parsed.normalized()),
-        PlacePayment(PaymentRequest(customer.id, key, parsed), ApiPaymentResponder(), gateway()).phases(),
+        PlacePayment(PaymentRequest(customer.id, key, parsed), ApiPaymentResponder(key), gateway()).phases(),
         reference_name="payment_id",
         resource=_payment_resource(customer.id),
         order_id=parsed.order_ref,

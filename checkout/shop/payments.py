@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from checkout.database import insert_ignoring_conflicts, public_id, table_of, utcnow
 from checkout.extensions import db
 from checkout.gateway import Gateway
-from checkout.idempotency import Complete, MoveTo, Operation, Refuse, StoredResponse
+from checkout.idempotency import Complete, MoveTo, Operation, Refuse, StoredResponse, peek
 from checkout.idempotency.types import Step
 from checkout.shop import schemas
 from checkout.shop.models import (
@@ -186,7 +186,7 @@ class PaymentResponder(Protocol):
 
     def already_paid(self, payment: PaymentView) -> StoredResponse: ...
 
-    def paying_elsewhere(self, payment: PaymentView | None) -> StoredResponse: ...
+    def paying_elsewhere(self, payment: PaymentView | None, retry_after: int = 1) -> StoredResponse: ...
 
     def in_progress(self, payment: PaymentView) -> StoredResponse: ...
 
@@ -212,13 +212,17 @@ def _names(payment: PaymentView) -> dict[str, str]:
     return {"payment_id": payment.public_id, "order_id": payment.order_ref}
 
 
+@dataclass(frozen=True)
 class ApiPaymentResponder:
     """POST /api/payments: JSON, stored byte for byte and replayed as it is.
 
     Problems name the payment as ``payment_id`` (as the 409 and 503 of the engine do) and the
     client's order reference as ``order_id``; ``order-already-paid`` also gives the existing
-    payment as ``id``, the field a client reads from the payment itself.
+    payment as ``id``, the field a client reads from the payment itself. A 409 names the request's
+    ``idempotency_key``, as the engine's do.
     """
+
+    key: str | None = None
 
     def paid(self, payment: PaymentView) -> StoredResponse:
         return StoredResponse(
@@ -240,21 +244,30 @@ class ApiPaymentResponder:
 
     def already_paid(self, payment: PaymentView) -> StoredResponse:
         detail = f"Order {payment.order_ref} is already paid by payment {payment.public_id}: nothing was charged."
-        return ALREADY_PAID.stored(detail, id=payment.public_id, **_names(payment))
+        return ALREADY_PAID.stored(detail, id=payment.public_id, **_names(payment), idempotency_key=self.key)
 
-    def paying_elsewhere(self, payment: PaymentView | None) -> StoredResponse:
+    def paying_elsewhere(self, payment: PaymentView | None, retry_after: int = 1) -> StoredResponse:
         detail = (
             "Another request, with another Idempotency-Key, is paying this order right now. Nothing was "
             "charged under this key; retry later with the same key to learn whether the order got paid."
         )
-        return PAYING_ELSEWHERE.stored(detail, **(_names(payment) if payment else {}))
+        names = _names(payment) if payment else {}
+        return PAYING_ELSEWHERE.stored(detail, retry_after, **names, idempotency_key=self.key)
 
     def in_progress(self, payment: PaymentView) -> StoredResponse:
         detail = "A request with this Idempotency-Key is still paying this order; retry later."
-        return IN_PROGRESS.stored(detail, **_names(payment))
+        return IN_PROGRESS.stored(detail, **_names(payment), idempotency_key=self.key)
 
     def key_reused(self) -> StoredResponse:
         return key_reused()
+
+
+def _holder_answers_in(operation: Operation, holder: PaymentView) -> int:
+    """Seconds until the other key's payment should know its outcome: what its own duplicate is told."""
+    view = peek(replace(operation.scope, key=holder.idempotency_key))
+    if view is None or not view.lease_live:
+        return 1  # let go (its answer was lost): its key's retry, or reconcile, finishes it
+    return view.retry_after(utcnow(), operation.settings.expected_call_seconds)
 
 
 # --- the phases ------------------------------------------------------------------------------
@@ -311,7 +324,7 @@ class PlacePayment(Phases[PaymentView]):
                 operation.note(PaymentEvent.ALREADY_PAID, payment_id=holder.public_id, order_ref=holder.order_ref)
                 return Complete(self.respond.already_paid(holder))
             # Another key is paying this order right now. Not stored: if it is declined, this key may pay.
-            raise Refuse(self.respond.paying_elsewhere(holder))
+            raise Refuse(self.respond.paying_elsewhere(holder, _holder_answers_in(operation, holder)))
         raise Refuse(self.respond.paying_elsewhere(None))  # the order changed hands under us, again and again
 
     def _made_by_this_key(self, operation: Operation, mine: PaymentView) -> Step:

@@ -486,10 +486,10 @@ class ProblemKind:
     type: str
     come_back: bool = False  # not final: Retry-After says when the same key may learn more
 
-    def stored(self, detail: str, **extra: Any) -> StoredResponse:
+    def stored(self, detail: str, retry_after: int = 1, /, **extra: Any) -> StoredResponse:
         body = problem(self.status, self.title, detail, type_=self.type, **extra).get_data()
-        headers = {"Content-Type": "application/problem+json", **({"Retry-After": "1"} if self.come_back else {})}
-        return StoredResponse(self.status, headers, body)
+        come_back = {"Retry-After": str(retry_after)} if self.come_back else {}
+        return StoredResponse(self.status, {"Content-Type": "application/problem+json", **come_back}, body)
 
 
 CARD_DECLINED = ProblemKind(402, "Card declined", "card-declined")
