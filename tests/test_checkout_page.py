@@ -79,6 +79,16 @@ def test_a_form_for_a_cart_that_changed_gets_the_out_of_date_page(client: FlaskC
     assert ledger.orders() == [] and ledger.charges() == [] and ledger.records() == []
 
 
+def test_a_form_for_a_cart_emptied_since_gets_the_out_of_date_page(client: FlaskClient, ledger: Ledger) -> None:
+    add_to_cart(client)
+    stale = checkout_fields(client)
+    client.post("/cart/items/MUG-01/delete", data={"csrf_token": stale["csrf_token"]})
+    response = pay(client, stale)
+    assert response.status_code == 422
+    assert "out of date" in response.get_data(as_text=True)
+    assert ledger.orders() == [] and ledger.charges() == [] and ledger.records() == []
+
+
 def test_a_declined_card_offers_another_try_with_a_new_key(client: FlaskClient, ledger: Ledger) -> None:
     add_to_cart(client)
     fields = checkout_fields(client)
