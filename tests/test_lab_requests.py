@@ -68,6 +68,14 @@ def test_a_503_and_the_retry_that_resumed_it_are_two_requests(client: FlaskClien
     assert [(r["status"], r["replayed"]) for r in requests_of(client, key)] == [(503, False), (201, False)]
 
 
+def test_a_request_answered_202_with_respond_async_is_listed_as_202(client: FlaskClient) -> None:
+    key, body = new_key(), payment_body(card=UNAVAILABLE_CARD)
+    accepted = post_payment(client, key, body, headers={**ALICE, "Prefer": "respond-async"})
+    assert accepted.status_code == 202 and accepted.headers["Preference-Applied"] == "respond-async"
+    assert post_payment(client, key, body).status_code == 201
+    assert [(r["status"], r["replayed"]) for r in requests_of(client, key)] == [(202, False), (201, False)]
+
+
 @pytest.mark.slow
 def test_a_duplicate_that_arrived_while_the_first_ran_is_told_apart_from_it(
     app: Flask, live_server: LiveServer, ledger: Ledger

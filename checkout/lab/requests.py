@@ -19,7 +19,7 @@ from checkout.idempotency.models import IdempotencyEvent
 from checkout.idempotency.types import Event
 from checkout.lab import lab_only
 from checkout.lab.ledger import iso
-from checkout.shop.placement import BROWSER_ENDPOINT
+from checkout.shop.placement import BROWSER_ENDPOINT, PaymentEvent
 from checkout.shop.refunds import BROWSER_REFUNDS
 
 bp = lab_only(Blueprint("lab_requests", __name__))
@@ -65,6 +65,8 @@ def requests_under(key: str) -> list[dict[str, Any]]:
             answered["status"] = 422
         elif event.name in ANSWERED_IN_PROGRESS:
             answered["status"] = IN_PROGRESS_STATUS.get(event.endpoint, 409)
+        elif event.name == PaymentEvent.ACCEPTED:  # written after the conflict or the release it stands for
+            answered["status"] = 202
         elif event.name in ANSWERED_UNFINISHED:
             answered["status"] = 500 if event.detail.get("reason") == "error" else 503
     return list(found.values())

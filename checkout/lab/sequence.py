@@ -52,6 +52,7 @@ ARROWS: Mapping[str, Arrow] = {
     "lease_lost": Arrow(DATABASE, SHOP, stopped=True),
     "record_lost": Arrow(DATABASE, SHOP),
     "completed": Arrow(SHOP, CLIENT),
+    "accepted": Arrow(SHOP, CLIENT),  # 202: poll the Location
     # Duplicates, stopped where the layer that stopped them is.
     "replayed": Arrow(DATABASE, CLIENT),
     "conflict": Arrow(CLIENT, DATABASE, stopped=True),

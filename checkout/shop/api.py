@@ -18,9 +18,11 @@ from flask import Blueprint, Response, request
 from flask_httpauth import HTTPTokenAuth
 from pydantic import TypeAdapter
 
+from checkout.database import writing
 from checkout.errors import Problem, problem
 from checkout.extensions import View, csrf, db
 from checkout.idempotency import Phase, Scope, StoredResponse, parse_key, run
+from checkout.idempotency.audit import note
 from checkout.idempotency.keys import InvalidKey
 from checkout.idempotency.sql_store import SQL_STORE
 from checkout.idempotency.store import RecordStore
@@ -36,6 +38,7 @@ from checkout.shop.placement import (
     SAFE,
     ApiResponder,
     OrderRequest,
+    PaymentEvent,
     Pipeline,
     PlaceOrder,
     gateway,
@@ -163,6 +166,8 @@ def _run(
         response = _accepted(resource, outcome.reference, outcome.retry_after)
         if response is not None:
             applied.insert(0, "respond-async")
+            with writing(durable=False):  # the trail says what this request was told: 202, not the 409 or 503
+                note(scope, PaymentEvent.ACCEPTED)
     if response is None:
         response = answer(outcome, scope.key, reference_name, order_id)
     if applied:

@@ -65,6 +65,7 @@ class PaymentEvent(enum.StrEnum):
     OUT_OF_STOCK = "out_of_stock"
     ALREADY_PAID = "already_paid"  # POST /api/payments: the client's order is paid already, by another key
     RECONCILED = "reconciled"
+    ACCEPTED = "accepted"  # Prefer: respond-async: answered 202 with a Location to poll, not 409 or 503
 
 
 @dataclass(frozen=True)
