@@ -159,9 +159,8 @@ def test_a_webhook_never_moves_an_order_backwards(client: FlaskClient, ledger: L
     assert [o.status for o in ledger.orders()] == ["paid"]
 
 
-def test_refund_succeeded_records_a_refund_the_shop_had_not_yet(
-    app: Flask, client: FlaskClient, ledger: Ledger
-) -> None:
+def refund_whose_answer_was_lost(client: FlaskClient) -> None:
+    """A paid order, then a refund of $5 the gateway made and whose answer was lost: pending in the shop."""
     key = str(uuid.uuid4())
     assert post_order(client, key, order_body(card=ANSWER_LOST_CARD)).status_code == 503
     order = post_order(client, key, order_body(card=ANSWER_LOST_CARD)).get_json()  # the retry pays
@@ -170,7 +169,13 @@ def test_refund_succeeded_records_a_refund_the_shop_had_not_yet(
         json={"amount_cents": 500},
         headers={**ALICE, "Idempotency-Key": str(uuid.uuid4())},
     )
-    assert refunded.status_code == 503  # the gateway refunded; its answer was lost
+    assert refunded.status_code == 503
+
+
+def test_refund_succeeded_records_a_refund_the_shop_had_not_yet(
+    app: Flask, client: FlaskClient, ledger: Ledger
+) -> None:
+    refund_whose_answer_was_lost(client)
     assert [r.status for r in ledger.rows(Refund)] == ["pending"]
     assert signed_post(client, event_of(ledger, "refund.succeeded")).get_json()["result"] == "applied"
     assert [r.status for r in ledger.rows(Refund)] == ["succeeded"]
@@ -180,15 +185,7 @@ def test_refund_succeeded_records_a_refund_the_shop_had_not_yet(
 def test_a_refund_succeeded_event_without_a_refund_id_is_ignored_and_the_real_one_still_applies(
     app: Flask, client: FlaskClient, ledger: Ledger
 ) -> None:
-    key = str(uuid.uuid4())
-    assert post_order(client, key, order_body(card=ANSWER_LOST_CARD)).status_code == 503
-    order = post_order(client, key, order_body(card=ANSWER_LOST_CARD)).get_json()  # the retry pays
-    refunded = client.post(
-        f"/api/orders/{order['id']}/refunds",
-        json={"amount_cents": 500},
-        headers={**ALICE, "Idempotency-Key": str(uuid.uuid4())},
-    )
-    assert refunded.status_code == 503  # the gateway refunded; its answer was lost
+    refund_whose_answer_was_lost(client)
     event = event_of(ledger, "refund.succeeded")
     nameless = {**event, "id": "evt_no_refund_id", "data": {**event["data"], "id": None}}
     assert signed_post(client, nameless).get_json()["result"] == "ignored"
