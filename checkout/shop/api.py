@@ -11,7 +11,7 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, assert_never
+from typing import Any, NoReturn, assert_never
 
 import sqlalchemy as sa
 from flask import Blueprint, Response, request
@@ -217,7 +217,7 @@ def preferred_wait() -> int:
 _NOTHING = object()
 
 
-def _not_json(constant: str) -> None:
+def _not_json(constant: str) -> NoReturn:
     """Python reads NaN, Infinity and -Infinity; JSON (RFC 8259) has no such values."""
     raise ValueError(f"{constant} is not JSON")
 
