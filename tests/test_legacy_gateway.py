@@ -232,4 +232,5 @@ def test_a_pending_legacy_payment_reached_under_its_key_from_post_api_orders_is_
     assert post(client, LEGACY, key, order_body(ANSWER_LOST_CARD)).status_code == 503  # charged; answer lost
     shop = client.post("/api/orders", json=order_body(ANSWER_LOST_CARD), headers={**ALICE, "Idempotency-Key": key})
     assert shop.status_code == 409 and shop.get_json()["type"].endswith("idempotency-request-in-progress")
+    assert shop.get_json()["idempotency_key"] == key  # as every 409 of the API names it
     assert len(ledger.orders()) == 1 and len(ledger.succeeded_charges()) == 1

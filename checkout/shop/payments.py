@@ -262,12 +262,13 @@ class ApiPaymentResponder:
         return key_reused()
 
 
-def _holder_answers_in(operation: Operation, holder: PaymentView) -> int:
-    """Seconds until the other key's payment should know its outcome: what its own duplicate is told."""
-    view = peek(replace(operation.scope, key=holder.idempotency_key))
+def _holder_answers_in(operation: Operation, holder: PaymentView, gateway: Gateway) -> int:
+    """Seconds until the other key's call must have ended, bounded by its lease. Its card is not known here
+    (this request's may differ), so not its expected time: the longest the shop waits for the gateway."""
+    view = peek(replace(operation.scope, key=holder.idempotency_key), operation.store)
     if view is None or not view.lease_live:
         return 1  # let go (its answer was lost): its key's retry, or reconcile, finishes it
-    return view.retry_after(utcnow(), operation.settings.expected_call_seconds)
+    return view.retry_after(utcnow(), gateway.timeout_seconds)
 
 
 # --- the phases ------------------------------------------------------------------------------
@@ -324,7 +325,7 @@ class PlacePayment(Phases[PaymentView]):
                 operation.note(PaymentEvent.ALREADY_PAID, payment_id=holder.public_id, order_ref=holder.order_ref)
                 return Complete(self.respond.already_paid(holder))
             # Another key is paying this order right now. Not stored: if it is declined, this key may pay.
-            raise Refuse(self.respond.paying_elsewhere(holder, _holder_answers_in(operation, holder)))
+            raise Refuse(self.respond.paying_elsewhere(holder, _holder_answers_in(operation, holder, self.gateway)))
         raise Refuse(self.respond.paying_elsewhere(None))  # the order changed hands under us, again and again
 
     def _made_by_this_key(self, operation: Operation, mine: PaymentView) -> Step:

@@ -523,8 +523,11 @@ class Responder(Protocol):
     def out_of_stock(self, skus: list[str]) -> StoredResponse: ...
 
 
+@dataclass(frozen=True)
 class ApiResponder:
-    """JSON, stored byte for byte and replayed as it is."""
+    """JSON, stored byte for byte and replayed as it is; a 409 names the request's ``idempotency_key``."""
+
+    key: str | None = None
 
     def paid(self, order: OrderView) -> StoredResponse:
         return StoredResponse(
@@ -548,7 +551,7 @@ class ApiResponder:
 
     def in_progress(self, order: OrderView) -> StoredResponse:
         detail = "Another request is placing this order right now; retry later."
-        return IN_PROGRESS.stored(detail, order_id=order.public_id)
+        return IN_PROGRESS.stored(detail, order_id=order.public_id, idempotency_key=self.key)
 
     def invalid(self, errors: dict[str, list[str]]) -> StoredResponse:
         return INVALID_ORDER.stored("Some fields are invalid.", errors=errors)
