@@ -85,7 +85,7 @@ def test_a_form_for_a_cart_emptied_since_gets_the_out_of_date_page(client: Flask
     client.post("/cart/items/MUG-01/delete", data={"csrf_token": stale["csrf_token"]})
     response = pay(client, stale)
     assert response.status_code == 422
-    assert "out of date" in response.get_data(as_text=True)
+    assert "out of date" in response.get_data(as_text=True) and "Your cart is empty." in response.get_data(as_text=True)
     assert ledger.orders() == [] and ledger.charges() == [] and ledger.records() == []
 
 

@@ -193,7 +193,9 @@ def pay() -> ResponseReturnValue:
         # No record and another cart: a stale form, or a late retry whose record was purged after
         # its lifetime. The orders' own unique (customer, key) tells them apart.
         late = _order_of_key(key) or _paid_order_of_version(cart, version)
-        return late if late is not None else _out_of_date()
+        if late is not None:
+            return late
+        return _out_of_date(_("Your cart is empty.") if cart is None or cart.empty else None)
     card_number, email = form.card_digits(), form.normalized_email()
     # The fingerprint covers the form: a resubmitted form matches, an edited one does not.
     request_fingerprint = fingerprint(
