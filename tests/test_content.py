@@ -99,7 +99,7 @@ def missing_command(command: str, runner: FlaskCliRunner) -> str | None:
     return f"{command}: not a flask, python -m or make command"
 
 
-# A shell comment in a code block is prose: translated, so compared only by where it is.
+# A shell comment in a shell block (``sh`` or no language) is prose: translated, so compared only by where it is.
 SHELL_COMMENT = re.compile(r"(^|\s)# .*$", re.MULTILINE)
 
 
@@ -111,7 +111,8 @@ def tokens_of(doc: Document) -> list[tuple[str, str]]:
         if token.type == "heading_open":
             found.append(("heading", token.tag))
         elif token.type in ("fence", "code_block"):
-            found.append(("code block", SHELL_COMMENT.sub(r"\1#", token.content)))
+            shell = token.type == "fence" and token.info.strip() in ("", "sh")
+            found.append(("code block", SHELL_COMMENT.sub(r"\1#", token.content) if shell else token.content))
         for child in token.children or ():
             if child.type == "code_inline":
                 found.append(("code", child.content))
