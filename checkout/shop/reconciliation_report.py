@@ -77,27 +77,30 @@ def _paid_orders() -> tuple[int, list[Discrepancy]]:
         .where(Order.status.in_(WAS_PAID))
         .order_by(Order.created_at, Order.id)
     ).all()
-    found: list[Discrepancy] = []
-    for order, charge in rows:
-        if (problem := _against_its_charge(order, charge)) is not None:
-            found.append(Discrepancy(problem[0], order.public_id, order.charge_id, problem[1]))
+    found = [wrong for order, charge in rows if (wrong := _against_its_charge(order, charge)) is not None]
     return len(rows), found
 
 
-def _against_its_charge(order: Order, charge: GatewayCharge | None) -> tuple[str, str] | None:
-    """What is wrong with a paid order's charge, as a kind and a detail; None when nothing is."""
+def _against_its_charge(order: Order, charge: GatewayCharge | None) -> Discrepancy | None:
+    """What is wrong with a paid order's charge; None when nothing is."""
+
+    def wrong(kind: str, detail: str) -> Discrepancy:
+        return Discrepancy(kind, order.public_id, order.charge_id, detail)
+
     if order.charge_id is None:
-        return PAID_WITHOUT_CHARGE, _("the order records no charge")
+        return wrong(PAID_WITHOUT_CHARGE, _("the order records no charge"))
     if charge is None:
-        return PAID_WITHOUT_CHARGE, _("the gateway has no such charge")
+        return wrong(PAID_WITHOUT_CHARGE, _("the gateway has no such charge"))
     if charge.status != SUCCEEDED:
-        return PAID_WITHOUT_CHARGE, _("the charge is %(status)s", status=charge.status)
+        return wrong(PAID_WITHOUT_CHARGE, _("the charge is %(status)s", status=charge.status))
     if charge.reference != order.public_id:
         detail = _("the charge belongs to another reference (%(reference)s)", reference=charge.reference)
-        return PAID_WITHOUT_CHARGE, detail
+        return wrong(PAID_WITHOUT_CHARGE, detail)
     if (charge.amount_cents, charge.currency) != (order.total_cents, order.currency):
         ordered, took = _money(order.total_cents, order.currency), _money(charge.amount_cents, charge.currency)
-        return AMOUNTS_DIFFER, _("the order is for %(ordered)s, the charge took %(took)s", ordered=ordered, took=took)
+        return wrong(
+            AMOUNTS_DIFFER, _("the order is for %(ordered)s, the charge took %(took)s", ordered=ordered, took=took)
+        )
     return None
 
 
