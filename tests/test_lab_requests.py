@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from flask import Flask
 from flask.testing import FlaskClient
 
@@ -106,11 +107,46 @@ def test_a_double_submit_of_the_browser_checkout_is_two_requests_one_replayed(cl
     ]
 
 
-def test_a_request_refused_before_its_key_was_claimed_is_not_listed(client: FlaskClient) -> None:
-    key = new_key()
-    assert post_payment(client, key, payment_body(amount=0)).status_code == 422  # nothing happened under the key
-    assert requests_of(client, key) == []
+def test_a_request_refused_before_its_key_was_claimed_is_listed_with_its_answer(client: FlaskClient) -> None:
+    key, body = new_key(), payment_body()
+    assert post_payment(client, key, {**body, "amount": 0}).status_code == 422  # the engine never saw it
+    assert post_payment(client, key, body).status_code == 201
+    assert answers(requests_of(client, key)) == [
+        (API_PAYMENTS, "cus_demo_alice", 422, False),
+        (API_PAYMENTS, "cus_demo_alice", 201, False),
+    ]
     assert requests_of(client, "never-used-key-0001") == []
+
+
+def test_a_request_with_an_unknown_token_is_listed_under_its_key_with_no_customer(client: FlaskClient) -> None:
+    key = new_key()
+    assert post_order(client, key, order_body(), headers={"Authorization": "Bearer nobody"}).status_code == 401
+    assert answers(requests_of(client, key)) == [("POST /api/orders", None, 401, False)]
+
+
+def test_a_malformed_key_is_listed_under_what_was_sent(client: FlaskClient) -> None:
+    assert post_order(client, "too-short", order_body()).status_code == 400
+    assert answers(requests_of(client, "too-short")) == [("POST /api/orders", "cus_demo_alice", 400, False)]
+
+
+def test_a_request_refused_inside_the_claim_is_listed_once(client: FlaskClient) -> None:
+    key = new_key()
+    unsold = order_body(items=[{"sku": "NOT-SOLD", "quantity": 1}])
+    assert post_order(client, key, unsold).status_code == 422
+    assert [r["status"] for r in requests_of(client, key)] == [422]
+
+
+def test_a_checkout_form_refused_before_the_claim_is_listed_under_its_key(client: FlaskClient) -> None:
+    add_to_cart(client)
+    fields = checkout_fields(client)
+    assert pay_in_browser(client, fields, card="1234").status_code == 422
+    assert pay_in_browser(client, fields).status_code == 303
+    found = requests_of(client, fields["idempotency_key"])
+    assert [(r["endpoint"], r["status"], r["replayed"]) for r in found] == [
+        ("POST /checkout", 422, False),
+        ("POST /checkout", 303, False),
+    ]
+    assert found[0]["customer"] == found[1]["customer"] is not None
 
 
 def test_without_a_key_it_is_400(client: FlaskClient) -> None:
@@ -132,3 +168,11 @@ def test_with_the_lab_off_it_does_not_exist(client: FlaskClient, lab_off: Flask)
     post_payment(client, key, payment_body())
     assert lab_off.test_client().get("/api/lab/requests", query_string={"key": key}).status_code == 404
     assert client.get("/api/lab/requests", query_string={"key": key}).status_code == 200
+
+
+def test_a_lab_note_that_cannot_be_written_never_changes_the_answer(app: Flask, client: FlaskClient) -> None:
+    with app.app_context():
+        db.session.execute(sa.text("DROP TABLE lab_untraced_requests"))
+        db.session.commit()
+    response = post_payment(client, new_key(), payment_body(amount=0))
+    assert response.status_code == 422 and response.mimetype == "application/problem+json"

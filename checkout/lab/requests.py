@@ -1,24 +1,31 @@
 """GET /api/lab/requests?key=K (lab only): the requests this shop received under key K, oldest first.
 
 A test against a running shop learns how many submits reached it, and their answers, without a counter of its own.
-Built from the audit trail alone: a request refused before its key was claimed left no trace and is not listed.
+Built from the audit trail, and from the lab's own rows of the requests it missed (refused before the engine ran).
 Design: docs/design.md#checkoutlabrequestspy-the-requests-under-a-key
 """
 
 from __future__ import annotations
 
+import heapq
 from typing import Any
 
 import sqlalchemy as sa
-from flask import Blueprint, Response, jsonify, request
+from flask import Blueprint, Response, current_app, jsonify, request, session
+from sqlalchemy.exc import SQLAlchemyError
 
+from checkout.database import TransactionError, writing
 from checkout.errors import Problem
 from checkout.extensions import db
-from checkout.idempotency.audit import REQUEST_TAG
+from checkout.idempotency import parse_key
+from checkout.idempotency.audit import REQUEST_TAG, request_noted
+from checkout.idempotency.keys import InvalidKey
 from checkout.idempotency.models import IdempotencyEvent
 from checkout.idempotency.types import Event
 from checkout.lab import lab_only
 from checkout.lab.ledger import iso
+from checkout.lab.tables import LabUntraced
+from checkout.shop.identity import SESSION_CUSTOMER, api_customer
 from checkout.shop.placement import BROWSER_ENDPOINT, PaymentEvent
 from checkout.shop.refunds import BROWSER_REFUNDS
 
@@ -69,7 +76,47 @@ def requests_under(key: str) -> list[dict[str, Any]]:
             answered["status"] = 202
         elif event.name in ANSWERED_UNFINISHED:
             answered["status"] = 500 if event.detail.get("reason") == "error" else 503
-    return list(found.values())
+    refused = db.session.scalars(
+        sa.select(LabUntraced).where(LabUntraced.key == key).order_by(LabUntraced.id).limit(LIMIT)
+    ).all()
+    listed = (
+        {"endpoint": r.endpoint, "customer": r.customer, "received_at": iso(r.received_at), "status": r.status}
+        | {"replayed": False}
+        for r in refused
+    )
+    return list(heapq.merge(found.values(), listed, key=lambda r: r["received_at"]))[:LIMIT]
+
+
+def _key_sent() -> str | None:
+    """The key a POST carried (the API's header, a form's hidden field), as the engine would have read it."""
+    raw = request.headers.get("Idempotency-Key") or request.form.get("idempotency_key") or ""
+    try:
+        return parse_key(raw)
+    except InvalidKey:  # refused for its key: kept under what was sent
+        return raw.strip()[:255] or None
+
+
+@bp.after_app_request
+def _note_untraced(response: Response) -> Response:
+    """A POST under a key that the trail never heard of (answered before the engine ran, or by a twin that
+    ignores keys): the lab keeps it, so the key's list holds every request that reached the shop."""
+    if request.method != "POST" or request.url_rule is None or request_noted() or not (key := _key_sent()):
+        return response
+    try:
+        customer = api_customer() if request.headers.get("Authorization") else None
+        with writing(durable=False):
+            db.session.add(
+                LabUntraced(
+                    key=key,
+                    endpoint=f"POST {request.url_rule.rule}",
+                    customer=customer.public_id if customer else session.get(SESSION_CUSTOMER),
+                    status=response.status_code,
+                )
+            )
+    except (SQLAlchemyError, TransactionError) as error:  # a lab note never changes the answer
+        db.session.rollback()
+        current_app.logger.warning("the lab could not note a request the trail missed: %s", str(error).splitlines()[0])
+    return response
 
 
 @bp.get("/api/lab/requests")

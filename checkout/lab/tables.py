@@ -1,17 +1,19 @@
 """What the lab keeps beside the shop's rows, in its own tables: which checkout placed each order
-and refund, the client's purchase label, and how much stock was ever seeded. The shop tells it
-through signals (checkout/shop/orders.py); with the lab off nobody listens and nothing is kept.
+and refund, the client's purchase label, how much stock was ever seeded, and the requests under a
+key that the engine never saw. The shop tells it through signals (checkout/shop/orders.py); with
+the lab off nobody listens and nothing is kept.
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
 from flask import Flask
 from sqlalchemy.orm import Mapped, mapped_column
 
-from checkout.database import Base, BigId, insert_ignoring_conflicts, table_of
+from checkout.database import Base, BigId, UTCDateTime, insert_ignoring_conflicts, table_of, utcnow
 from checkout.extensions import db
 from checkout.shop import orders
 
@@ -43,6 +45,20 @@ class LabStock(Base):
 
     sku: Mapped[str] = mapped_column(sa.String(32), primary_key=True)
     seeded: Mapped[int] = mapped_column(default=0)
+
+
+class LabUntraced(Base):
+    """A POST under a key that left no line in the audit trail: answered before the engine saw it (a bad
+    token, body or key; too many requests), or by a twin that ignores keys. /api/lab/requests lists it."""
+
+    __tablename__ = "lab_untraced_requests"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    key: Mapped[str] = mapped_column(sa.String(255), index=True)
+    endpoint: Mapped[str] = mapped_column(sa.String(100))
+    customer: Mapped[str | None] = mapped_column(sa.String(64))
+    status: Mapped[int]
+    received_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
 def path_of_order() -> Any:
