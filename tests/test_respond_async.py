@@ -9,12 +9,23 @@ import threading
 import uuid
 from typing import Any
 
+from flask import Flask
 from flask.testing import FlaskClient
 
 from tests.conftest import LiveServer
-from tests.helpers import ALICE, SLOW_CARD, UNAVAILABLE_CARD, Ledger, order_body, post_order, wait_for
+from tests.helpers import (
+    ALICE,
+    GOOD_CARD,
+    SLOW_CARD,
+    UNAVAILABLE_CARD,
+    VERY_SLOW_CARD,
+    Ledger,
+    order_body,
+    post_order,
+    wait_for,
+)
 from tests.http import post_json, send
-from tests.payments import payment_body, post_payment
+from tests.payments import claim_payment_as_a_dying_worker, new_key, payment_body, payments_of, post_payment
 
 ASYNC = {"Prefer": "respond-async"}
 
@@ -77,6 +88,22 @@ def test_a_payment_whose_outcome_is_unknown_is_202_with_its_location_then_succee
     assert post_payment(client, key, body, headers=ASYNC).status_code == 201
     assert client.get(location, headers=ALICE).get_json()["status"] == "succeeded"
     assert len(ledger.succeeded_charges()) == 1
+
+
+def test_a_second_key_while_another_pays_the_same_order_is_202_with_that_payments_location(
+    app: Flask, client: FlaskClient, ledger: Ledger
+) -> None:
+    body, first_key, second_key = payment_body(card=VERY_SLOW_CARD), new_key(), new_key()
+    claim_payment_as_a_dying_worker(app, first_key, body, lease_seconds=60)  # pending, its worker at the gateway
+    accepted = post_payment(client, second_key, {**body, "card_number": GOOD_CARD}, headers={**ALICE, **ASYNC})
+    assert accepted.status_code == 202 and accepted.headers["Preference-Applied"] == "respond-async"
+    [pending] = payments_of(ledger)
+    assert accepted.headers["Location"] == f"/api/payments/{pending.public_id}"
+    assert accepted.get_json()["status"] == "pending" and accepted.get_json()["id"] == pending.public_id
+    assert 1 <= int(accepted.headers["Retry-After"]) <= 60  # the other key's call must have ended by its lease
+    assert len(ledger.records()) == 1 and ledger.charges() == []  # nothing stored or charged under the second key
+    listed = client.get("/api/lab/requests", query_string={"key": second_key}).get_json()
+    assert [(r["status"], r["replayed"]) for r in listed] == [(202, False)]
 
 
 def test_the_api_description_documents_the_202_of_orders_and_payments(client: FlaskClient) -> None:

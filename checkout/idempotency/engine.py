@@ -140,7 +140,7 @@ def _claim(
         if held is not None and not joins:
             store.discard(held)  # the phase did not commit: the key is usable again
         if isinstance(error, Refuse):
-            return Refused(error.response)  # nothing is stored
+            return Refused(error.response, error.reference)  # nothing is stored
         raise
     if not joins:
         try:

@@ -146,6 +146,7 @@ class Refused:
     """The first phase refused the request; nothing at all was stored, so the key stays usable."""
 
     response: StoredResponse
+    reference: str | None = None  # what another request is making for the same purpose, still at work
 
 
 Outcome = Done | InProgress | Mismatch | Unfinished | Refused
@@ -208,9 +209,10 @@ class RetryLater(Exception):
 class Refuse(Exception):
     """Raised by the first phase: answer this, and store nothing (the claim is rolled back)."""
 
-    def __init__(self, response: StoredResponse) -> None:
+    def __init__(self, response: StoredResponse, reference: str | None = None) -> None:
         super().__init__(response.status)
         self.response = response
+        self.reference = reference
 
 
 class LeaseLost(Exception):

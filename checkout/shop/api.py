@@ -153,8 +153,8 @@ def _run(
     """Run an endpoint's phases once per key, waiting as ``Prefer: wait`` asks, and answer the outcome.
 
     With ``Prefer: respond-async`` (RFC 7240) and a ``resource``, an operation still in progress or
-    with an unknown outcome is answered 202 Accepted with the ``Location`` of what it made, which
-    shows ``pending`` until the outcome, instead of a 409 or a 503.
+    with an unknown outcome (or a payment refused while another key pays its order) is answered 202 Accepted
+    with the ``Location`` of what is being made, which shows ``pending`` until the outcome, instead of a 409 or a 503.
     """
     wait = preferred_wait()
     settings = idempotency_settings()
@@ -163,16 +163,27 @@ def _run(
     outcome = run(scope, request_fingerprint, phases, settings=settings, wait_seconds=wait, store=store)
     applied = [f"wait={wait}"] if wait else []
     response = None
-    if resource is not None and prefers_async() and isinstance(outcome, InProgress | Unfinished) and outcome.reference:
-        response = _accepted(resource, outcome.reference, outcome.retry_after)
+    if resource is not None and prefers_async() and (pending := _still_at_work(outcome)) is not None:
+        response = _accepted(resource, *pending)
         if response is not None:
             applied.insert(0, "respond-async")
-            _note_accepted(scope)
+            if not isinstance(outcome, Refused):  # a refusal left no trail to add to (the lab lists it on its own)
+                _note_accepted(scope)
     if response is None:
         response = answer(outcome, scope.key, reference_name, order_id)
     if applied:
         response.headers["Preference-Applied"] = ", ".join(applied)
     return response
+
+
+def _still_at_work(outcome: Outcome) -> tuple[str, int] | None:
+    """What is still being made, and when to look again: this key's operation (409 in progress, 503 unknown),
+    or another key's payment of the same order, which this key was refused for (409 order-payment-in-progress)."""
+    if isinstance(outcome, InProgress | Unfinished) and outcome.reference:
+        return outcome.reference, outcome.retry_after
+    if isinstance(outcome, Refused) and outcome.reference:
+        return outcome.reference, int(outcome.response.headers.get("Retry-After", 1))
+    return None
 
 
 def _note_accepted(scope: Scope) -> None:

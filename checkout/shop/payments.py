@@ -325,7 +325,8 @@ class PlacePayment(Phases[PaymentView]):
                 operation.note(PaymentEvent.ALREADY_PAID, payment_id=holder.public_id, order_ref=holder.order_ref)
                 return Complete(self.respond.already_paid(holder))
             # Another key is paying this order right now. Not stored: if it is declined, this key may pay.
-            raise Refuse(self.respond.paying_elsewhere(holder, _holder_answers_in(operation, holder, self.gateway)))
+            answers_in = _holder_answers_in(operation, holder, self.gateway)
+            raise Refuse(self.respond.paying_elsewhere(holder, answers_in), reference=holder.public_id)
         raise Refuse(self.respond.paying_elsewhere(None))  # the order changed hands under us, again and again
 
     def _made_by_this_key(self, operation: Operation, mine: PaymentView) -> Step:
