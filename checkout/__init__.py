@@ -108,11 +108,13 @@ def register_blueprints(app: Flask) -> None:
 
 
 def register_lab_blueprints(app: Flask) -> None:
+    from checkout.idempotency.audit import on_committed
     from checkout.lab.legacy import bp as legacy_gateway_bp
     from checkout.lab.mailbox import bp as mailbox_bp
     from checkout.lab.mistakes.views import bp as mistakes_bp
     from checkout.lab.redis_store import reconcile_redis_store
     from checkout.lab.requests import bp as requests_bp
+    from checkout.lab.requests import remember_traced
     from checkout.lab.servers import register_server_name
     from checkout.lab.stores import api_bp as redis_store_api_bp
     from checkout.lab.stores import bp as redis_store_bp
@@ -123,6 +125,7 @@ def register_lab_blueprints(app: Flask) -> None:
 
     app.extensions.setdefault(RECONCILERS, []).append(reconcile_redis_store)  # its payments have no SQL record
     listen(app)  # the lab's own rows beside the shop's: which checkout placed each order, the stock seeded
+    on_committed(remember_traced)  # which keys a request's trail holds: the lab notes the refusals it lacks
     from checkout.lab.controls import template_switches
 
     app.context_processor(template_switches)  # the Pay button guard switch, for the checkout page

@@ -23,6 +23,7 @@ from tests.helpers import (
     Ledger,
     add_to_cart,
     checkout_fields,
+    form_fields,
     order_body,
     pay_in_browser,
     post_order,
@@ -170,9 +171,60 @@ def test_with_the_lab_off_it_does_not_exist(client: FlaskClient, lab_off: Flask)
     assert client.get("/api/lab/requests", query_string={"key": key}).status_code == 200
 
 
-def test_a_lab_note_that_cannot_be_written_never_changes_the_answer(app: Flask, client: FlaskClient) -> None:
+def test_a_lab_note_that_cannot_be_written_never_changes_the_answer(
+    app: Flask, client: FlaskClient, caplog: pytest.LogCaptureFixture
+) -> None:
     with app.app_context():
         db.session.execute(sa.text("DROP TABLE lab_untraced_requests"))
         db.session.commit()
     response = post_payment(client, new_key(), payment_body(amount=0))
     assert response.status_code == 422 and response.mimetype == "application/problem+json"
+    assert "the lab could not note a refused request" in caplog.text
+
+
+def test_a_checkout_form_whose_csrf_token_failed_is_listed_under_its_key(client: FlaskClient) -> None:
+    add_to_cart(client)
+    fields = checkout_fields(client)
+    assert pay_in_browser(client, {**fields, "csrf_token": "forged"}).status_code == 400
+    found = requests_of(client, fields["idempotency_key"])
+    assert [(r["endpoint"], r["status"]) for r in found] == [("POST /checkout", 400)]
+
+
+def test_refusals_and_the_trails_requests_are_listed_in_the_order_they_arrived(client: FlaskClient) -> None:
+    key, body = new_key(), payment_body()
+    assert post_payment(client, key, body).status_code == 201
+    assert post_payment(client, key, {**body, "amount": 0}).status_code == 422  # refused before the engine
+    assert post_payment(client, key, body).status_code == 201
+    assert [(r["status"], r["replayed"]) for r in requests_of(client, key)] == [(201, False), (422, False), (201, True)]
+
+
+def test_a_refusal_on_a_mistakes_twin_is_listed_under_the_twins_own_endpoint(client: FlaskClient) -> None:
+    key = new_key()
+    twin = "/api/lab/mistakes/no-fingerprint/orders"
+    assert client.post(twin, json={"items": []}, headers={**ALICE, "Idempotency-Key": key}).status_code == 422
+    assert client.post(twin, json=order_body(), headers={**ALICE, "Idempotency-Key": key}).status_code == 201
+    assert [(r["endpoint"], r["status"]) for r in requests_of(client, key)] == [
+        ("POST /api/lab/mistakes/no-fingerprint/orders", 422),
+        ("POST /api/lab/mistakes/no-fingerprint/orders", 201),
+    ]
+
+
+def test_a_request_the_throttle_refused_is_not_noted(database_url: str, tmp_path: Any) -> None:
+    """429 is the throttle's cheap answer: the lab writes nothing for it."""
+    limited = make_app(database_url, str(tmp_path / "limited"), CHECKOUT_RATE_LIMIT="2 per minute")
+    client, key = limited.test_client(), new_key()
+    statuses = [post_payment(client, key, payment_body(amount=0)).status_code for _ in range(3)]
+    assert statuses == [422, 422, 429]
+    assert [r["status"] for r in requests_of(client, key)] == [422, 422]
+    with limited.app_context():
+        db.engine.dispose()
+
+
+def test_the_labs_purge_of_every_key_empties_its_list_of_refusals(client: FlaskClient) -> None:
+    key = new_key()
+    assert post_payment(client, key, payment_body(amount=0)).status_code == 422
+    page = client.get("/lab")
+    assert page.status_code == 200
+    token = form_fields(page.get_data(as_text=True), None)["csrf_token"]
+    assert client.post("/lab/purge-keys", data={"csrf_token": token}).status_code == 303
+    assert requests_of(client, key) == []

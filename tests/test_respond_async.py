@@ -9,9 +9,12 @@ import threading
 import uuid
 from typing import Any
 
+import sqlalchemy as sa
 from flask import Flask
 from flask.testing import FlaskClient
 
+from checkout.extensions import db
+from checkout.idempotency.models import IdempotencyRecord
 from tests.conftest import LiveServer
 from tests.helpers import (
     ALICE,
@@ -104,6 +107,21 @@ def test_a_second_key_while_another_pays_the_same_order_is_202_with_that_payment
     assert len(ledger.records()) == 1 and ledger.charges() == []  # nothing stored or charged under the second key
     listed = client.get("/api/lab/requests", query_string={"key": second_key}).get_json()
     assert [(r["status"], r["replayed"]) for r in listed] == [(202, False)]
+
+
+def test_a_retry_whose_record_was_lost_while_its_payment_is_pending_is_202_with_its_location(
+    app: Flask, client: FlaskClient, ledger: Ledger
+) -> None:
+    body, key = payment_body(card=VERY_SLOW_CARD), new_key()
+    claim_payment_as_a_dying_worker(app, key, body, lease_seconds=60)  # pending, its worker at the gateway
+    with app.app_context():  # the record is gone (deleted by hand): only the payments' unique (customer, key) is left
+        db.session.execute(sa.delete(IdempotencyRecord).where(IdempotencyRecord.key == key))
+        db.session.commit()
+    assert post_payment(client, key, body).status_code == 409  # without the preference: in progress
+    accepted = post_payment(client, key, body, headers={**ALICE, **ASYNC})
+    [pending] = payments_of(ledger)
+    assert (accepted.status_code, accepted.headers["Location"]) == (202, f"/api/payments/{pending.public_id}")
+    assert accepted.get_json()["status"] == "pending" and ledger.charges() == []
 
 
 def test_the_api_description_documents_the_202_of_orders_and_payments(client: FlaskClient) -> None:

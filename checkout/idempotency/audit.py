@@ -50,7 +50,6 @@ def worker_name() -> str:
 
 REQUEST_TAG = "request"  # the detail naming the HTTP request that took a step
 _ENVIRON_TAG = "checkout.audit.request"
-_ENVIRON_COMMITTED = "checkout.audit.committed"
 
 
 def request_tag() -> str | None:
@@ -62,11 +61,6 @@ def request_tag() -> str | None:
     if tag is None:
         tag = environ[_ENVIRON_TAG] = secrets.token_hex(6)
     return str(tag)
-
-
-def request_noted() -> bool:
-    """Whether the HTTP request being served has committed an event (the lab lists, on its own, those that did not)."""
-    return has_request_context() and _ENVIRON_COMMITTED in http_request.environ
 
 
 def note(scope: Scope, name: enum.StrEnum, **detail: Any) -> None:
@@ -106,8 +100,6 @@ def _write_pending_events(session: Session) -> None:
 def _tell_subscribers(session: Session) -> None:
     committed = session.info.pop(_COMMITTING, None)
     if committed:
-        if has_request_context():
-            http_request.environ[_ENVIRON_COMMITTED] = True
         for subscriber in _subscribers:
             subscriber(committed)
 

@@ -146,7 +146,7 @@ class Refused:
     """The first phase refused the request; nothing at all was stored, so the key stays usable."""
 
     response: StoredResponse
-    reference: str | None = None  # what another request is making for the same purpose, still at work
+    reference: str | None = None  # refused as in progress: what is being made meanwhile, and may be polled
 
 
 Outcome = Done | InProgress | Mismatch | Unfinished | Refused

@@ -1,24 +1,23 @@
 """GET /api/lab/requests?key=K (lab only): the requests this shop received under key K, oldest first.
 
 A test against a running shop learns how many submits reached it, and their answers, without a counter of its own.
-Built from the audit trail, and from the lab's own rows of the requests it missed (refused before the engine ran).
+Built from the audit trail, and from the lab's own rows of the POSTs refused under a key with no line in it.
 Design: docs/design.md#checkoutlabrequestspy-the-requests-under-a-key
 """
 
 from __future__ import annotations
 
-import heapq
+from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
-from flask import Blueprint, Response, current_app, jsonify, request, session
-from sqlalchemy.exc import SQLAlchemyError
+from flask import Blueprint, Response, current_app, has_request_context, jsonify, request, session
 
-from checkout.database import TransactionError, writing
+from checkout.database import utcnow, writing
 from checkout.errors import Problem
 from checkout.extensions import db
 from checkout.idempotency import parse_key
-from checkout.idempotency.audit import REQUEST_TAG, request_noted
+from checkout.idempotency.audit import REQUEST_TAG, AuditEvent
 from checkout.idempotency.keys import InvalidKey
 from checkout.idempotency.models import IdempotencyEvent
 from checkout.idempotency.types import Event
@@ -49,19 +48,21 @@ def requests_under(key: str) -> list[dict[str, Any]]:
     found: dict[str, dict[str, Any]] = {}
     for event in events:
         tag = event.detail.get(REQUEST_TAG)
-        if event.name == Event.RECEIVED:
+        answered = found.get(str(tag)) if tag else None
+        # A 202 with no "received" before it: a first phase refused the request as in progress, and the
+        # events it noted rolled back with the phase; the 202 was noted after.
+        if event.name == Event.RECEIVED or (answered is None and event.name == PaymentEvent.ACCEPTED):
             if len(found) >= LIMIT:
                 break
             # Noted outside an HTTP request (a test playing a worker): a request of its own, status unknown.
             found[str(tag) if tag else f"event-{event.id}"] = {
                 "endpoint": event.endpoint,
                 "customer": event.customer,
-                "received_at": iso(event.created_at),
-                "status": None,
+                "received_at": event.created_at,
+                "status": 202 if event.name == PaymentEvent.ACCEPTED else None,
                 "replayed": False,
             }
             continue
-        answered = found.get(str(tag)) if tag else None
         if answered is None:
             continue  # a step no listed request took (reconcile, the gateway's webhook, the lab's buttons)
         if event.name == Event.REPLAYED:
@@ -76,46 +77,87 @@ def requests_under(key: str) -> list[dict[str, Any]]:
             answered["status"] = 202
         elif event.name in ANSWERED_UNFINISHED:
             answered["status"] = 500 if event.detail.get("reason") == "error" else 503
-    refused = db.session.scalars(
+    untraced = db.session.scalars(
         sa.select(LabUntraced).where(LabUntraced.key == key).order_by(LabUntraced.id).limit(LIMIT)
     ).all()
-    listed = (
-        {"endpoint": r.endpoint, "customer": r.customer, "received_at": iso(r.received_at), "status": r.status}
-        | {"replayed": False}
-        for r in refused
-    )
-    return list(heapq.merge(found.values(), listed, key=lambda r: r["received_at"]))[:LIMIT]
+    listed = [*found.values()] + [
+        {
+            "endpoint": r.endpoint,
+            "customer": r.customer,
+            "received_at": r.received_at,
+            "status": r.status,
+            "replayed": False,
+        }
+        for r in untraced
+    ]
+    listed.sort(key=lambda r: r["received_at"])  # by the moment, not its text (isoformat drops zero microseconds)
+    return [{**r, "received_at": iso(r["received_at"])} for r in listed[:LIMIT]]
+
+
+# --- the requests the trail missed -----------------------------------------------------------------------
+
+# Kept in the WSGI environ, which is the request's own (flask.g is the app context's, shared by a test's requests).
+_ARRIVED = "checkout.lab.arrived"
+_TRACED = "checkout.lab.traced_keys"
+
+
+def remember_traced(events: Sequence[AuditEvent]) -> None:
+    """An ``on_committed`` subscriber: the keys the request being served has committed trail events under."""
+    if has_request_context():
+        request.environ.setdefault(_TRACED, set()).update(event["key"] for event in events)
+
+
+@bp.before_app_request
+def _arrived() -> None:
+    request.environ[_ARRIVED] = utcnow()
 
 
 def _key_sent() -> str | None:
-    """The key a POST carried (the API's header, a form's hidden field), as the engine would have read it."""
-    raw = request.headers.get("Idempotency-Key") or request.form.get("idempotency_key") or ""
+    """The key a POST carried, where its endpoint reads it (the API's header, a page's hidden field)."""
+    api = request.path.startswith("/api/")
+    raw = (request.headers.get("Idempotency-Key") if api else request.form.get("idempotency_key")) or ""
     try:
         return parse_key(raw)
     except InvalidKey:  # refused for its key: kept under what was sent
         return raw.strip()[:255] or None
 
 
+def _endpoint(rule: str) -> str:
+    """As the engine names it: the route, but a mistake's twin is named in it (checkout/lab/mistakes/twin.py)."""
+    name = (request.view_args or {}).get("name")
+    return f"POST {rule.replace('<name>', name) if isinstance(name, str) else rule}"
+
+
 @bp.after_app_request
 def _note_untraced(response: Response) -> Response:
-    """A POST under a key that the trail never heard of (answered before the engine ran, or by a twin that
-    ignores keys): the lab keeps it, so the key's list holds every request that reached the shop."""
-    if request.method != "POST" or request.url_rule is None or request_noted() or not (key := _key_sent()):
+    """A POST refused under a key, with no line of its own in the trail (refused before the engine ran, or in a
+    first phase that rolled back): the lab keeps it, so the key's list holds every request that reached the shop.
+    Not a 429: the throttle is there to make a refusal cheap."""
+    refused = response.status_code >= 400 and response.status_code != 429
+    if request.method != "POST" or request.url_rule is None or not refused:
         return response
     try:
-        customer = api_customer() if request.headers.get("Authorization") else None
+        key = _key_sent()
+        if key is None or key in request.environ.get(_TRACED, ()):
+            return response
+        if request.path.startswith("/api/"):
+            customer = api_customer()
+            customer_id = customer.public_id if customer else None
+        else:
+            customer_id = session.get(SESSION_CUSTOMER)
         with writing(durable=False):
             db.session.add(
                 LabUntraced(
                     key=key,
-                    endpoint=f"POST {request.url_rule.rule}",
-                    customer=customer.public_id if customer else session.get(SESSION_CUSTOMER),
+                    endpoint=_endpoint(request.url_rule.rule),
+                    customer=customer_id,
                     status=response.status_code,
+                    received_at=request.environ.get(_ARRIVED) or utcnow(),
                 )
             )
-    except (SQLAlchemyError, TransactionError) as error:  # a lab note never changes the answer
+    except Exception as error:  # a lab note never changes the answer
         db.session.rollback()
-        current_app.logger.warning("the lab could not note a request the trail missed: %s", str(error).splitlines()[0])
+        current_app.logger.warning("the lab could not note a refused request: %s", str(error).splitlines()[0])
     return response
 
 

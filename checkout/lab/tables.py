@@ -1,7 +1,7 @@
 """What the lab keeps beside the shop's rows, in its own tables: which checkout placed each order
-and refund, the client's purchase label, how much stock was ever seeded, and the requests under a
-key that the engine never saw. The shop tells it through signals (checkout/shop/orders.py); with
-the lab off nobody listens and nothing is kept.
+and refund, the client's purchase label and how much stock was ever seeded (the shop tells it through
+signals, checkout/shop/orders.py), and the refusals under a key the audit trail has no line of
+(checkout/lab/requests.py). With the lab off nobody listens and nothing is kept.
 """
 
 from __future__ import annotations
@@ -48,8 +48,8 @@ class LabStock(Base):
 
 
 class LabUntraced(Base):
-    """A POST under a key that left no line in the audit trail: answered before the engine saw it (a bad
-    token, body or key; too many requests), or by a twin that ignores keys. /api/lab/requests lists it."""
+    """A POST refused under a key that left no line in the audit trail: before the engine ran (a bad token,
+    body or key) or in a first phase that rolled back. /api/lab/requests lists it."""
 
     __tablename__ = "lab_untraced_requests"
 

@@ -15,7 +15,7 @@ from flask import Blueprint, Response, current_app, flash, jsonify, redirect, re
 from flask.typing import ResponseReturnValue
 from flask_babel import gettext as _
 
-from checkout.database import table_of, utcnow
+from checkout.database import table_of, utcnow, writing
 from checkout.extensions import db
 from checkout.gateway.relay import deliverer, webhook_url
 from checkout.idempotency import Scope, peek
@@ -38,6 +38,7 @@ from checkout.lab.ledger import (
 )
 from checkout.lab.mistakes.catalog import MISTAKES
 from checkout.lab.sequence import sequence_svg
+from checkout.lab.tables import LabUntraced
 from checkout.shop import orders
 from checkout.shop.forms import EmptyForm
 from checkout.shop.identity import browser_identity
@@ -224,6 +225,8 @@ def purge_keys() -> ResponseReturnValue:
     (reconcile finishes them first), as the purge always keeps them."""
     settings = idempotency_settings()
     purged = purge(settings, expired_by=utcnow() + timedelta(seconds=settings.lifetime_seconds + 1))
+    with writing():
+        db.session.execute(sa.delete(LabUntraced))  # the lab's list of refusals under those keys goes with them
     flash(
         _(
             "Purged %(count)s completed keys, as if their lifetime had run out: their records, stored answers and "

@@ -167,8 +167,7 @@ def _run(
         response = _accepted(resource, *pending)
         if response is not None:
             applied.insert(0, "respond-async")
-            if not isinstance(outcome, Refused):  # a refusal left no trail to add to (the lab lists it on its own)
-                _note_accepted(scope)
+            _note_accepted(scope)
     if response is None:
         response = answer(outcome, scope.key, reference_name, order_id)
     if applied:
@@ -178,7 +177,8 @@ def _run(
 
 def _still_at_work(outcome: Outcome) -> tuple[str, int] | None:
     """What is still being made, and when to look again: this key's operation (409 in progress, 503 unknown),
-    or another key's payment of the same order, which this key was refused for (409 order-payment-in-progress)."""
+    or what a first phase refused this request for as in progress (its own order or payment, pending with its
+    record gone; another key's payment of the same order, 409 order-payment-in-progress)."""
     if isinstance(outcome, InProgress | Unfinished) and outcome.reference:
         return outcome.reference, outcome.retry_after
     if isinstance(outcome, Refused) and outcome.reference:
@@ -187,8 +187,9 @@ def _still_at_work(outcome: Outcome) -> tuple[str, int] | None:
 
 
 def _note_accepted(scope: Scope) -> None:
-    """The trail says what this request was told, 202, after the conflict or release it noted (the lab lists
-    the later). An audit line never changes the answer: if the database is busy, the 202 goes without it."""
+    """The trail says what this request was told, 202, after the conflict or release it noted, or alone when a
+    first phase refused it as in progress (the lab lists the later). An audit line never changes the answer: if the
+    database is busy, the 202 goes without it."""
     try:
         with writing(durable=False):
             note(scope, PaymentEvent.ACCEPTED)

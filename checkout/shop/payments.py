@@ -336,7 +336,7 @@ class PlacePayment(Phases[PaymentView]):
             raise Refuse(self.respond.key_reused())
         operation.reference = mine.public_id
         if mine.status == PAYMENT_PENDING:
-            raise Refuse(self.respond.in_progress(mine))
+            raise Refuse(self.respond.in_progress(mine), reference=mine.public_id)
         operation.note(PaymentEvent.ALREADY_FINAL, payment_id=mine.public_id, status=mine.status)
         return Complete(answer_for(mine, self.respond))
 

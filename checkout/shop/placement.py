@@ -325,9 +325,9 @@ class PlaceOrder(Phases[OrderView]):
                 # stands, and whoever holds it is paying. Only a store outside it can lose the record of a
                 # pending order (Redis forgot it, its claimant died between the two writes).
                 if self.pipeline.store is None or self.pipeline.store.joins_transaction:
-                    raise Refuse(self.respond.in_progress(order))
+                    raise Refuse(self.respond.in_progress(order), reference=order.public_id)
                 if not _asked_for(order, self.request):
-                    raise Refuse(self.respond.in_progress(order))
+                    raise Refuse(self.respond.in_progress(order), reference=order.public_id)
                 # This key's own order, for this very body, its record gone: pay it on, under its own
                 # gateway key (charged once), as a resumed payment (a provider without keys looks first).
                 operation.note(PaymentEvent.ORDER_FOUND, order_id=order.public_id)

@@ -1,9 +1,9 @@
 """the lab keeps the requests under a key that the audit trail missed
 
-A POST under a key that was answered before the engine ran (a bad token,
-body or key; too many requests) leaves no audit event, so the lab's list of
-the requests under a key (/api/lab/requests) could not show it. The lab
-keeps those in a table of its own.
+A POST refused under a key before the engine ran (a bad token, body or
+key), or in a first phase that rolled back, leaves no audit event, so the
+lab's list of the requests under a key (/api/lab/requests) could not show
+it. The lab keeps those in a table of its own.
 
 Revision ID: 196249e2fe20
 Revises: b8e4d1f2a7c3
