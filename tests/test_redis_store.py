@@ -245,6 +245,8 @@ def test_a_retry_with_another_body_after_redis_forgot_the_key_does_not_pay_the_p
     other = post(client, key, order_body(GOOD_CARD))
     assert other.status_code == 409  # the order of that key is someone else's request, still unfinished
     assert [o.status for o in ledger.orders()] == ["pending"] and records_in_redis(redis_url) == {}
+    polling = post(client, key, order_body(GOOD_CARD), headers={"Prefer": "respond-async"})
+    assert polling.status_code == 409 and "Location" not in polling.headers  # never pointed at another body's order
 
 
 @pytest.mark.slow

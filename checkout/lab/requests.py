@@ -7,6 +7,7 @@ Design: docs/design.md#checkoutlabrequestspy-the-requests-under-a-key
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,7 +18,7 @@ from checkout.database import utcnow, writing
 from checkout.errors import Problem
 from checkout.extensions import db
 from checkout.idempotency import parse_key
-from checkout.idempotency.audit import REQUEST_TAG, AuditEvent
+from checkout.idempotency.audit import REQUEST_TAG, AuditEvent, request_tag
 from checkout.idempotency.keys import InvalidKey
 from checkout.idempotency.models import IdempotencyEvent
 from checkout.idempotency.types import Event
@@ -53,7 +54,7 @@ def requests_under(key: str) -> list[dict[str, Any]]:
         # events it noted rolled back with the phase; the 202 was noted after.
         if event.name == Event.RECEIVED or (answered is None and event.name == PaymentEvent.ACCEPTED):
             if len(found) >= LIMIT:
-                break
+                continue  # the oldest LIMIT requests are listed; their later steps are still read
             # Noted outside an HTTP request (a test playing a worker): a request of its own, status unknown.
             found[str(tag) if tag else f"event-{event.id}"] = {
                 "endpoint": event.endpoint,
@@ -78,7 +79,10 @@ def requests_under(key: str) -> list[dict[str, Any]]:
         elif event.name in ANSWERED_UNFINISHED:
             answered["status"] = 500 if event.detail.get("reason") == "error" else 503
     untraced = db.session.scalars(
-        sa.select(LabUntraced).where(LabUntraced.key == key).order_by(LabUntraced.id).limit(LIMIT)
+        sa.select(LabUntraced)
+        .where(LabUntraced.key == key)
+        .order_by(LabUntraced.received_at, LabUntraced.id)
+        .limit(LIMIT)
     ).all()
     listed = [*found.values()] + [
         {
@@ -99,12 +103,16 @@ def requests_under(key: str) -> list[dict[str, Any]]:
 # Kept in the WSGI environ, which is the request's own (flask.g is the app context's, shared by a test's requests).
 _ARRIVED = "checkout.lab.arrived"
 _TRACED = "checkout.lab.traced_keys"
+_ENTRIES = frozenset({Event.RECEIVED, PaymentEvent.ACCEPTED})
 
 
 def remember_traced(events: Sequence[AuditEvent]) -> None:
-    """An ``on_committed`` subscriber: the keys the request being served has committed trail events under."""
+    """An ``on_committed`` subscriber: the keys under which the trail lists the request being served (the events
+    that make it an entry of ``requests_under``, with its tag)."""
     if has_request_context():
-        request.environ.setdefault(_TRACED, set()).update(event["key"] for event in events)
+        tag = request_tag()
+        listed = (e["key"] for e in events if e["name"] in _ENTRIES and e["detail"].get(REQUEST_TAG) == tag)
+        request.environ.setdefault(_TRACED, set()).update(listed)
 
 
 @bp.before_app_request
@@ -130,10 +138,10 @@ def _endpoint(rule: str) -> str:
 
 @bp.after_app_request
 def _note_untraced(response: Response) -> Response:
-    """A POST refused under a key, with no line of its own in the trail (refused before the engine ran, or in a
-    first phase that rolled back): the lab keeps it, so the key's list holds every request that reached the shop.
-    Not a 429: the throttle is there to make a refusal cheap."""
-    refused = response.status_code >= 400 and response.status_code != 429
+    """A POST refused under a key (4xx), with no line of its own in the trail (refused before the engine ran, or
+    in a first phase that rolled back): the lab keeps it, so the key's list holds every request that reached the
+    shop. Not a 429 (the throttle is there so that a refusal costs little), nor a 5xx (the database may be why)."""
+    refused = 400 <= response.status_code < 500 and response.status_code != 429
     if request.method != "POST" or request.url_rule is None or not refused:
         return response
     try:
@@ -156,8 +164,9 @@ def _note_untraced(response: Response) -> Response:
                 )
             )
     except Exception as error:  # a lab note never changes the answer
-        db.session.rollback()
-        current_app.logger.warning("the lab could not note a refused request: %s", str(error).splitlines()[0])
+        with contextlib.suppress(Exception):
+            db.session.rollback()
+        current_app.logger.warning("the lab could not note a refused request: %r", error)
     return response
 
 

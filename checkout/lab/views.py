@@ -226,7 +226,7 @@ def purge_keys() -> ResponseReturnValue:
     settings = idempotency_settings()
     purged = purge(settings, expired_by=utcnow() + timedelta(seconds=settings.lifetime_seconds + 1))
     with writing():
-        db.session.execute(sa.delete(LabUntraced))  # the lab's list of refusals under those keys goes with them
+        db.session.execute(sa.delete(LabUntraced))  # and the lab's list of refusals: no record to keep it by
     flash(
         _(
             "Purged %(count)s completed keys, as if their lifetime had run out: their records, stored answers and "

@@ -153,7 +153,7 @@ def _run(
     """Run an endpoint's phases once per key, waiting as ``Prefer: wait`` asks, and answer the outcome.
 
     With ``Prefer: respond-async`` (RFC 7240) and a ``resource``, an operation still in progress or
-    with an unknown outcome (or a payment refused while another key pays its order) is answered 202 Accepted
+    with an unknown outcome (or refused as in progress by a first phase) is answered 202 Accepted
     with the ``Location`` of what is being made, which shows ``pending`` until the outcome, instead of a 409 or a 503.
     """
     wait = preferred_wait()
@@ -181,14 +181,14 @@ def _still_at_work(outcome: Outcome) -> tuple[str, int] | None:
     record gone; another key's payment of the same order, 409 order-payment-in-progress)."""
     if isinstance(outcome, InProgress | Unfinished) and outcome.reference:
         return outcome.reference, outcome.retry_after
-    if isinstance(outcome, Refused) and outcome.reference:
+    if isinstance(outcome, Refused) and outcome.reference and outcome.response.status == 409:
         return outcome.reference, int(outcome.response.headers.get("Retry-After", 1))
     return None
 
 
 def _note_accepted(scope: Scope) -> None:
     """The trail says what this request was told, 202, after the conflict or release it noted, or alone when a
-    first phase refused it as in progress (the lab lists the later). An audit line never changes the answer: if the
+    first phase refused it as in progress (the lab lists the latter). An audit line never changes the answer: if the
     database is busy, the 202 goes without it."""
     try:
         with writing(durable=False):

@@ -324,10 +324,10 @@ class PlaceOrder(Phases[OrderView]):
                 # A store in this database claims in the transaction that made the order: its record
                 # stands, and whoever holds it is paying. Only a store outside it can lose the record of a
                 # pending order (Redis forgot it, its claimant died between the two writes).
-                if self.pipeline.store is None or self.pipeline.store.joins_transaction:
-                    raise Refuse(self.respond.in_progress(order), reference=order.public_id)
-                if not _asked_for(order, self.request):
-                    raise Refuse(self.respond.in_progress(order), reference=order.public_id)
+                asked = _asked_for(order, self.request)
+                if self.pipeline.store is None or self.pipeline.store.joins_transaction or not asked:
+                    # respond-async may point at this key's own order for this very body, never at another one
+                    raise Refuse(self.respond.in_progress(order), reference=order.public_id if asked else None)
                 # This key's own order, for this very body, its record gone: pay it on, under its own
                 # gateway key (charged once), as a resumed payment (a provider without keys looks first).
                 operation.note(PaymentEvent.ORDER_FOUND, order_id=order.public_id)
