@@ -14,7 +14,7 @@ from typing import Any
 import sqlalchemy as sa
 from flask import Blueprint, Response, current_app, has_request_context, jsonify, request, session
 
-from checkout.database import utcnow, writing
+from checkout.database import writing
 from checkout.errors import Problem
 from checkout.extensions import db
 from checkout.idempotency import parse_key
@@ -101,7 +101,6 @@ def requests_under(key: str) -> list[dict[str, Any]]:
 # --- the requests the trail missed -----------------------------------------------------------------------
 
 # Kept in the WSGI environ, which is the request's own (flask.g is the app context's, shared by a test's requests).
-_ARRIVED = "checkout.lab.arrived"
 _TRACED = "checkout.lab.traced_keys"
 _ENTRIES = frozenset({Event.RECEIVED, PaymentEvent.ACCEPTED})
 
@@ -115,14 +114,8 @@ def remember_traced(events: Sequence[AuditEvent]) -> None:
         request.environ.setdefault(_TRACED, set()).update(listed)
 
 
-@bp.before_app_request
-def _arrived() -> None:
-    request.environ[_ARRIVED] = utcnow()
-
-
-def _key_sent() -> str | None:
+def _key_sent(api: bool) -> str | None:
     """The key a POST carried, where its endpoint reads it (the API's header, a page's hidden field)."""
-    api = request.path.startswith("/api/")
     raw = (request.headers.get("Idempotency-Key") if api else request.form.get("idempotency_key")) or ""
     try:
         return parse_key(raw)
@@ -145,10 +138,11 @@ def _note_untraced(response: Response) -> Response:
     if request.method != "POST" or request.url_rule is None or not refused:
         return response
     try:
-        key = _key_sent()
+        api = request.path.startswith("/api/")
+        key = _key_sent(api)
         if key is None or key in request.environ.get(_TRACED, ()):
             return response
-        if request.path.startswith("/api/"):
+        if api:
             customer = api_customer()
             customer_id = customer.public_id if customer else None
         else:
@@ -160,8 +154,7 @@ def _note_untraced(response: Response) -> Response:
                     endpoint=_endpoint(request.url_rule.rule),
                     customer=customer_id,
                     status=response.status_code,
-                    received_at=request.environ.get(_ARRIVED) or utcnow(),
-                )
+                )  # received_at: now, as it is answered (a refusal takes no time to speak of)
             )
     except Exception as error:  # a lab note never changes the answer
         with contextlib.suppress(Exception):
