@@ -11,7 +11,7 @@ from flask import Flask
 
 from checkout.config import SETTINGS, defaults, finalize, from_environment, prepare_instance_folder
 from checkout.database import configure_engine
-from checkout.extensions import csrf, db, migrate
+from checkout.extensions import csrf, db, migrate, once
 
 __version__ = "0.2.0"  # the one place it is written (pyproject.toml reads it); see CHANGELOG.md
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,13 +42,14 @@ def create_app(config: Mapping[str, Any] | None = None, *, instance_path: str | 
 
     register_security(app)  # before CSRF: an oversized or malformed body is refused first
     db.init_app(app)
+    once.init_app(app)  # the idempotency engine, on the same db (its record table is on db.metadata)
     migrate.init_app(app, db, directory=str(ROOT / "migrations"))
     csrf.init_app(app)
 
     # Import the models so SQLAlchemy and Alembic see every table.
+    from checkout import audit as _audit  # noqa: F401  (the audit trail's table, and the records' mapping)
     from checkout.gateway import Gateway
     from checkout.gateway import models as _gateway_models  # noqa: F401
-    from checkout.idempotency import models as _idempotency_models  # noqa: F401
     from checkout.lab import servers as _lab_servers  # noqa: F401  (the lab_workers table)
     from checkout.lab import tables as _lab_tables  # noqa: F401  (the lab's accounts, kept while it is on)
     from checkout.lab.mistakes import check_then_insert as _unconstrained  # noqa: F401  (its table is its mistake)
@@ -65,9 +66,9 @@ def create_app(config: Mapping[str, Any] | None = None, *, instance_path: str | 
             timeout_seconds=float(app.config["CHECKOUT_GATEWAY_TIMEOUT_SECONDS"]),
         )
 
+    from checkout.audit import register_event_log
     from checkout.gateway.relay import register_deliverer
     from checkout.i18n import register_i18n
-    from checkout.idempotency.audit import register_event_log
     from checkout.limits import register_rate_limits
     from checkout.metrics import register_metrics
 
@@ -108,7 +109,7 @@ def register_blueprints(app: Flask) -> None:
 
 
 def register_lab_blueprints(app: Flask) -> None:
-    from checkout.idempotency.audit import on_committed
+    from checkout.audit import on_committed
     from checkout.lab.legacy import bp as legacy_gateway_bp
     from checkout.lab.mailbox import bp as mailbox_bp
     from checkout.lab.mistakes.views import bp as mistakes_bp

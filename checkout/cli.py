@@ -10,13 +10,14 @@ import click
 from flask import Flask, current_app
 from flask.cli import AppGroup
 
+from checkout.audit import purge_old_events
 from checkout.database import writing
+from checkout.extensions import once
 from checkout.forever import run_forever
 from checkout.gateway.relay import INTERVAL_SECONDS as GATEWAY_INTERVAL_SECONDS
 from checkout.gateway.relay import deliverer, webhook_url
-from checkout.idempotency.engine import purge
 from checkout.mail.relay import INTERVAL_SECONDS as OUTBOX_INTERVAL_SECONDS
-from checkout.shop.placement import gateway, idempotency_settings
+from checkout.shop.placement import gateway
 from checkout.shop.reconcile import reconcile
 from checkout.shop.reconciliation_report import reconciliation_report
 from checkout.shop.seed import seed
@@ -61,13 +62,14 @@ def register_commands(app: Flask) -> None:
     @idempotency.command("purge")
     def purge_command() -> None:
         """Delete completed records past their lifetime with their audit events (never an unfinished one)."""
-        removed = purge(idempotency_settings())
+        removed = once.store.purge()  # their audit events go with them (checkout.audit)
+        purge_old_events(once.settings().lifetime_seconds)
         click.echo(f"purged {removed} expired idempotency records (and their audit events)")
 
     @idempotency.command("reconcile")
     def reconcile_command() -> None:
         """Finish operations abandoned past their lease, by asking the gateway."""
-        results = reconcile(gateway(), idempotency_settings())
+        results = reconcile(gateway())
         for result in results:
             click.echo(str(result))
         click.echo(f"reconciled {sum(r.outcome != 'skipped' for r in results)} abandoned operations")

@@ -333,6 +333,13 @@ def finalize(config: dict[str, Any], instance_path: str) -> None:
                 config[name] = instance_secret(instance_path, name.removeprefix(PREFIX).lower())
     if settings.trusted_hosts:
         config["TRUSTED_HOSTS"] = list(settings.trusted_hosts)
+    # The idempotency extension's own settings (checkout/idempotency/edge.py), as this shop names them.
+    config.update(
+        IDEMPOTENCY_LEASE_SECONDS=settings.lease_seconds,
+        IDEMPOTENCY_LIFETIME_SECONDS=settings.key_lifetime_seconds,
+        IDEMPOTENCY_WAITERS_PER_KEY=settings.waiters_per_key,
+        IDEMPOTENCY_SECRET=config["CHECKOUT_FINGERPRINT_SECRET"],
+    )
 
     if not config.get("SQLALCHEMY_DATABASE_URI"):
         config["SQLALCHEMY_DATABASE_URI"] = "sqlite:///" + str(Path(instance_path) / "checkout.sqlite3")

@@ -1,21 +1,15 @@
-"""Database plumbing shared by every layer: the declarative base and the session, UTC timestamps, portable
-"insert unless it exists", SQLite's locking setup, PostgreSQL's bounds on every wait, and the units of work.
-
-Reads use the session's ordinary transaction; a write happens only in ``with writing():``, one unit of work that
-alone takes SQLite's write lock; nothing slow (the gateway) runs with a transaction open (``assert_idle``).
-Nothing here knows about orders, payments or idempotency.
-Design: docs/design.md#checkoutdatabasepy-the-units-of-work
+"""Database plumbing shared by every layer: the declarative base and the session, and PostgreSQL's bounds on
+every wait. The units of work (``writing``, ``reading``, ``assert_idle``), UTC timestamps, "insert unless it
+exists" and SQLite's locking setup are the idempotency engine's (checkout/idempotency/units.py), used here as an
+app that copied it would use them: a write happens only in ``with writing():``; nothing slow (the gateway) runs
+with a transaction open.
 Design: docs/design.md#checkoutdatabasepy-sqlite-postgresql-and-their-bounds (each database's setup)
 """
 
 from __future__ import annotations
 
-import functools
 import os
 import secrets
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -24,7 +18,36 @@ from sqlalchemy import event
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Engine, ExceptionContext
 from sqlalchemy.exc import OperationalError
-from sqlalchemy.orm import DeclarativeBase, Session
+from sqlalchemy.orm import DeclarativeBase
+
+from checkout.idempotency.models import BigId, UTCDateTime
+from checkout.idempotency.units import (
+    WRITE_OPTION,
+    TransactionError,
+    assert_idle,
+    configure_sqlite,
+    insert_ignoring_conflicts,
+    reading,
+    utcnow,
+    writing,
+)
+
+__all__ = [
+    "WRITE_OPTION",
+    "Base",
+    "BigId",
+    "TransactionError",
+    "UTCDateTime",
+    "assert_idle",
+    "db",
+    "dialect_insert",
+    "insert_ignoring_conflicts",
+    "public_id",
+    "reading",
+    "table_of",
+    "utcnow",
+    "writing",
+]
 
 # Stable constraint names, so Alembic migrations can refer to them.
 NAMING_CONVENTION = {
@@ -60,56 +83,10 @@ def public_id(prefix: str) -> str:
     return f"{prefix}_{secrets.token_hex(10)}"
 
 
-def utcnow() -> datetime:
-    return datetime.now(UTC)
-
-
-class UTCDateTime(sa.types.TypeDecorator[datetime]):
-    """An aware UTC datetime on every backend.
-
-    SQLite keeps no time zone, so values come back naive; they were written
-    as UTC, so they are read as UTC.
-    """
-
-    impl = sa.DateTime(timezone=True)
-    cache_ok = True
-
-    def process_bind_param(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
-        if value is not None and value.tzinfo is None:
-            raise ValueError("naive datetime; use checkout.database.utcnow()")
-        return value.astimezone(UTC) if value is not None else None
-
-    def process_result_value(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
-        if value is not None and value.tzinfo is None:
-            return value.replace(tzinfo=UTC)
-        return value
-
-
 def _dialect_name(bind: Any) -> str:
     # ``bind``: an Engine, a Connection, or a (scoped) Session.
     dialect = bind.dialect if hasattr(bind, "dialect") else bind.get_bind().dialect
     return str(dialect.name)
-
-
-@functools.cache
-def _insert_or_ignore(table: sa.Table, dialect: str, returning: tuple[Any, ...]) -> Any:
-    statement: Any
-    if dialect == "postgresql":
-        statement = postgresql.insert(table).on_conflict_do_nothing()
-    elif dialect == "sqlite":
-        statement = sqlite.insert(table).on_conflict_do_nothing()
-    else:
-        raise NotImplementedError(f"no atomic insert-or-ignore for {dialect}")
-    return statement.returning(*returning) if returning else statement
-
-
-def insert_ignoring_conflicts(table: Any, bind: Any, returning: Sequence[Any] = ()) -> Any:
-    """``INSERT ... ON CONFLICT DO NOTHING`` for the bound dialect, ``RETURNING`` these columns: the database, not a
-    prior SELECT, decides which of two racing inserts wins. Cached: on a hot path give the values at execution.
-    """
-    return _insert_or_ignore(
-        table.__table__ if hasattr(table, "__table__") else table, _dialect_name(bind), tuple(returning)
-    )
 
 
 def dialect_insert(table: Any, bind: Any) -> Any:
@@ -121,13 +98,6 @@ def dialect_insert(table: Any, bind: Any) -> Any:
         return sqlite.insert(table)
     raise NotImplementedError(f"no upsert for {dialect}")
 
-
-# 64-bit ids for tables that grow without bound. On SQLite an INTEGER PRIMARY KEY is already
-# 64-bit and is the only type that autoincrements, so it stays INTEGER there.
-BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
-
-# The execution option that marks a connection as opened for a unit of work (see writing() below).
-WRITE_OPTION = "checkout_write"
 
 # --- PostgreSQL: every wait is bounded ---------------------------------------------------
 # Read when each connection opens (tests make them small). One deployment can change them: the timeouts
@@ -163,33 +133,11 @@ CONNECTION_DEFAULTS: dict[str, int] = {
 
 
 def configure_engine(engine: Engine) -> None:
-    """Make each database safe for several threads, processes and servers: see the dialect's own function."""
-    if engine.dialect.name == "sqlite":
-        _configure_sqlite(engine)
-    elif engine.dialect.name == "postgresql":
+    """Make each database safe for several threads, processes and servers: SQLite's BEGIN IMMEDIATE, WAL and busy
+    timeout are the engine's (its ``init_app`` sets them up too); on PostgreSQL, every wait bounded."""
+    configure_sqlite(engine)
+    if engine.dialect.name == "postgresql":
         _configure_postgresql(engine)
-
-
-def _configure_sqlite(engine: Engine) -> None:
-    """Make SQLite safe for several threads and processes: a unit of work begins with ``BEGIN IMMEDIATE`` (a read
-    that starts to write could fail at once with "database is locked"), a read with a lock-free deferred ``BEGIN``.
-    """
-
-    @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
-        dbapi_connection.isolation_level = None  # we emit BEGIN ourselves
-        cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA busy_timeout = 30000")
-        cursor.execute("PRAGMA foreign_keys = ON")
-        if engine.url.database not in (None, "", ":memory:"):
-            cursor.execute("PRAGMA journal_mode = WAL")
-            cursor.execute("PRAGMA synchronous = NORMAL")
-        cursor.close()
-
-    @event.listens_for(engine, "begin")
-    def _on_begin(connection: sa.engine.Connection) -> None:
-        writes = connection.get_execution_options().get(WRITE_OPTION, False)
-        connection.exec_driver_sql("BEGIN IMMEDIATE" if writes else "BEGIN")
 
 
 def session_options() -> str:
@@ -245,73 +193,3 @@ def _first_line_only(error: BaseException) -> bool:
         return False
     error.args = (error.args[0].split("\n", 1)[0], *error.args[1:])
     return True
-
-
-# --- the units of work: where transactions begin and end ---------------------------------
-
-
-class TransactionError(RuntimeError):
-    """A write outside a unit of work, or a transaction open where none may be."""
-
-
-def _session() -> Session:
-    """This request's (or this thread's) session: the object behind Flask-SQLAlchemy's scoped proxy."""
-    return db.session()
-
-
-def _write_continues_read(session: Session) -> bool:
-    """Whether a write may go on in the read transaction before it: on PostgreSQL, whose sessions
-    run READ COMMITTED (checkout.config names it): every statement sees what is committed when it starts,
-    so nothing differs from a new transaction. Not on SQLite: a read transaction that starts to
-    write fails if another writer committed since it began (SQLITE_BUSY_SNAPSHOT)."""
-    return session.get_bind().dialect.name == "postgresql"
-
-
-@contextmanager
-def writing(*, durable: bool = True) -> Iterator[Session]:
-    """One unit of work: everything inside commits together, or nothing does.
-
-    ``durable=False``, for units that only add to the audit trail (a replay, a conflict): on PostgreSQL their
-    commit does not wait for the disk. A crash may lose the last few such events, never a record, an order or a charge.
-    """
-    session = _session()
-    reading_before = session.in_transaction()
-    if reading_before and (session.new or session.dirty or session.deleted):
-        raise TransactionError("objects were changed outside a unit of work; write inside `with writing():`")
-    if reading_before and _write_continues_read(session):
-        connection = session.connection()  # the read's transaction goes on: one BEGIN and COMMIT fewer
-    else:
-        if reading_before:
-            # A read-only transaction: commit and rollback release the same nothing. Commit keeps the
-            # objects it loaded usable (expire_on_commit=False); a rollback would expire them.
-            session.commit()
-        connection = session.connection(execution_options={WRITE_OPTION: True})  # BEGIN IMMEDIATE on SQLite
-    if not durable and connection.dialect.name == "postgresql":
-        session.execute(sa.text("SET LOCAL synchronous_commit TO OFF"))
-    try:
-        yield session
-        session.commit()
-    except BaseException:
-        session.rollback()
-        raise
-
-
-@contextmanager
-def reading() -> Iterator[Session]:
-    """A read that must be over before something slow happens (a gateway call follows it).
-
-    Copy what you need into plain values inside the block: the objects it
-    loaded are expired when it ends.
-    """
-    assert_idle()
-    session = _session()
-    try:
-        yield session
-    finally:
-        session.rollback()
-
-
-def assert_idle() -> None:
-    """No transaction may be open here (before the gateway is called)."""
-    if _session().in_transaction():
-        raise TransactionError("a transaction is open where none may be (is the gateway being called inside one?)")

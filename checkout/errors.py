@@ -5,7 +5,6 @@ Every handler rolls the session back first, so nothing half-written stays.
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
@@ -19,6 +18,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from werkzeug.exceptions import HTTPException, InternalServerError
 
+from checkout import idempotency
 from checkout.database import RETRY_AFTER_SECONDS
 from checkout.extensions import db
 from checkout.limits import retry_after_seconds
@@ -45,16 +45,10 @@ PROBLEM_TYPES = {
 def problem(
     status: int, title: str, detail: str, type_: str | None = None, headers: dict[str, str] | None = None, **extra: Any
 ) -> Response:
-    body: dict[str, Any] = {
-        "type": type_ or PROBLEM_TYPES.get(status, "about:blank"),
-        "title": title,
-        "status": status,
-        "detail": detail,
-        **{name: value for name, value in extra.items() if value is not None},
-    }
-    response = Response(json_bytes(body), status=status, mimetype="application/problem+json")
-    response.headers.update(headers or {})
-    return response
+    """The engine's problem+json (one shape in the tree), its type defaulting to the status's."""
+    return idempotency.problem(
+        status, title, detail, type_ or PROBLEM_TYPES.get(status, "about:blank"), headers, **extra
+    )
 
 
 class Problem(Exception):
@@ -80,11 +74,6 @@ class Problem(Exception):
 
     def response(self) -> Response:
         return problem(self.status, self.title, self.detail, self.type, self.headers, **self.extra)
-
-
-def json_bytes(payload: Any) -> bytes:
-    """The exact bytes we send, and store for replay."""
-    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 TITLES = {

@@ -7,11 +7,13 @@ from flask_migrate import Migrate
 from flask_wtf.csrf import CSRFProtect
 
 from checkout.database import db
+from checkout.idempotency import Idempotency
 
-__all__ = ["csrf", "csrf_exempt", "db", "migrate"]
+__all__ = ["csrf", "csrf_exempt", "db", "migrate", "once"]
 
 migrate = Migrate()
 csrf = CSRFProtect()
+once = Idempotency(db=db)  # its record table joins db.metadata now; bound to the app in create_app
 
 View = TypeVar("View", bound=Callable[..., Any])
 

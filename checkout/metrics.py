@@ -26,10 +26,10 @@ from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 from sqlalchemy.exc import OperationalError
 
+from checkout.audit import AuditEvent, on_committed
 from checkout.database import table_of
 from checkout.extensions import db
-from checkout.idempotency.audit import AuditEvent, on_committed
-from checkout.idempotency.types import Event
+from checkout.idempotency import Event
 from checkout.mail.outbox import OutboxMessage
 
 bp = Blueprint("metrics", __name__)

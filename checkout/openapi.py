@@ -18,7 +18,7 @@ from spectree import SecurityScheme, SecuritySchemeData, SpecTree
 from spectree.models import SecureType
 
 from checkout import __version__
-from checkout.errors import json_bytes
+from checkout.idempotency import json_bytes
 from checkout.shop import schemas
 
 bp = Blueprint("openapi", __name__)

@@ -71,6 +71,7 @@ sys.path.insert(0, str(ROOT))  # measure this tree's code, whatever the venv has
 
 import checkout  # noqa: E402
 from checkout import create_app  # noqa: E402
+from checkout.audit import IdempotencyRecord  # noqa: E402
 from checkout.database import (  # noqa: E402
     configure_engine,
     utcnow,
@@ -78,7 +79,6 @@ from checkout.database import (  # noqa: E402
 )
 from checkout.extensions import db  # noqa: E402
 from checkout.gateway.models import SUCCEEDED, GatewayCharge  # noqa: E402
-from checkout.idempotency.models import IdempotencyRecord  # noqa: E402
 from checkout.idempotency.types import COMPLETED, FINISHED  # noqa: E402
 from checkout.shop.models import Order  # noqa: E402
 from checkout.shop.placement import API_ENDPOINT  # noqa: E402

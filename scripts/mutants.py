@@ -179,11 +179,7 @@ MUTATIONS: tuple[Mutation, ...] = (
             " that writes while the new owner is still at work shows the difference."
         ),
         edits=(
-            Edit(
-                "checkout/idempotency/sql_store.py",
-                '                self.records.c.locked_by == sa.bindparam("_owner"),\n',
-                "",
-            ),
+            Edit("checkout/idempotency/sql_store.py", ', c.locked_by == sa.bindparam("_owner")', ""),
         ),
         tests=(
             "tests/browser/test_layers.py::test_a_payment_whose_lease_was_taken_over_mid_charge_writes_nothing",

@@ -18,8 +18,7 @@ from typing import Any
 
 import schemathesis
 
-from checkout.idempotency import parse_key
-from checkout.idempotency.keys import InvalidKey
+from checkout.idempotency import InvalidKey, parse_key
 
 SKUS = ("MUG-01", "TEE-01", "STK-01", "LAST-01")
 # Not the fault cards: their 503 is the contract (retry with the same key), and the suite tests it.

@@ -19,11 +19,11 @@ import sqlalchemy as sa
 from flask import Flask
 from flask.testing import FlaskClient
 
+from checkout.audit import IdempotencyEvent, IdempotencyRecord
 from checkout.database import utcnow
 from checkout.extensions import db
 from checkout.gateway import GatewayCharge, GatewayEvent
 from checkout.gateway.signing import HEADER, sign
-from checkout.idempotency.models import IdempotencyEvent, IdempotencyRecord
 from checkout.lab.tables import LabUntraced
 from checkout.shop.models import Order, Product
 from checkout.shop.placement import API_ENDPOINT
@@ -213,10 +213,12 @@ def claim_as_a_dying_worker(
 
     Returns what the claim returned: an Operation, or what the key's existing record means.
     """
+    from checkout.extensions import once
     from checkout.idempotency import Scope, Settings
+    from checkout.idempotency.edge import keyed_fingerprint
     from checkout.idempotency.engine import begin
     from checkout.shop.models import Customer
-    from checkout.shop.placement import SAFE, ApiResponder, OrderRequest, PlaceOrder, keyed_fingerprint
+    from checkout.shop.placement import SAFE, ApiResponder, OrderRequest, PlaceOrder
     from checkout.shop.schemas import parse_order
 
     with app.app_context():
@@ -225,6 +227,7 @@ def claim_as_a_dying_worker(
         assert customer_id is not None
         request = OrderRequest(customer_id, key, parsed.email, parsed.card_number, items=parsed.lines())
         operation = begin(
+            once.store,
             Scope("cus_demo_alice", API_ENDPOINT, key),
             keyed_fingerprint(API_ENDPOINT, parsed.normalized()),
             PlaceOrder(request, ApiResponder(), SAFE).phases(),
@@ -331,14 +334,16 @@ def take_over_the_payment(app: Flask, lease_seconds: float = 60) -> Any:
     The lease is made to run out now (``age_every_record``); the returned Operation
     (a new owner token) holds the record and does nothing more: a new owner still at work.
     """
-    from checkout.idempotency import Operation, Scope, Settings, peek, take_over
+    from checkout.extensions import once
+    from checkout.idempotency import Operation, Scope, Settings
+    from checkout.idempotency.engine import take_over
 
     age_every_record(app)
     [record] = Ledger(app).records()
     with app.app_context():
-        view = peek(Scope(record.customer, record.endpoint, record.key))
+        view = once.store.find(Scope(record.customer, record.endpoint, record.key))
         assert view is not None
-        operation = take_over(view, Settings(lease_seconds=lease_seconds))
+        operation = take_over(once.store, view, Settings(lease_seconds=lease_seconds))
         db.session.remove()
     assert isinstance(operation, Operation), "the payment finished before its lease could be taken over"
     return operation

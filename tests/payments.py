@@ -41,11 +41,13 @@ def payments_of(ledger: Ledger, *where: Any) -> list[Payment]:
 
 def claim_payment_as_a_dying_worker(app: Flask, key: str, body: dict[str, Any], *, lease_seconds: float = 30) -> object:
     """Do what POST /api/payments does for alice up to its first phase (the payment row exists), then die."""
+    from checkout.extensions import once
     from checkout.idempotency import Scope, Settings
+    from checkout.idempotency.edge import keyed_fingerprint
     from checkout.idempotency.engine import begin
     from checkout.shop.models import Customer
     from checkout.shop.payments import API_PAYMENTS, ApiPaymentResponder, PaymentRequest, PlacePayment
-    from checkout.shop.placement import gateway, keyed_fingerprint
+    from checkout.shop.placement import gateway
     from checkout.shop.schemas import PaymentRequest as PaymentBody
     from checkout.shop.schemas import parse
 
@@ -54,6 +56,7 @@ def claim_payment_as_a_dying_worker(app: Flask, key: str, body: dict[str, Any], 
         customer_id = db.session.scalar(sa.select(Customer.id).where(Customer.public_id == "cus_demo_alice"))
         assert customer_id is not None
         operation = begin(
+            once.store,
             Scope("cus_demo_alice", API_PAYMENTS, key),
             keyed_fingerprint(API_PAYMENTS, parsed.normalized()),
             PlacePayment(PaymentRequest(customer_id, key, parsed), ApiPaymentResponder(), gateway()).phases(),

@@ -16,10 +16,9 @@ from hypothesis import strategies as st
 from openapi_spec_validator import validate
 from prometheus_client import REGISTRY
 
-from checkout.extensions import db
-from checkout.idempotency import MoveTo, Operation, Phase, Scope, Settings
+from checkout.extensions import db, once
+from checkout.idempotency import STARTED, MoveTo, Operation, Phase, Scope, Settings
 from checkout.idempotency.engine import begin
-from checkout.idempotency.types import STARTED
 from checkout.shop.models import Payment
 from checkout.shop.payments import API_PAYMENTS
 from tests.conftest import LiveServer
@@ -525,7 +524,7 @@ def test_reconcile_restarts_a_payment_that_created_nothing(
     key = new_key()
     nothing = {STARTED: Phase(commit=lambda _operation, _nothing: MoveTo("payment_created"))}
     with app.app_context():
-        begin(Scope("cus_demo_alice", API_PAYMENTS, key), "f" * 64, nothing, settings=Settings())
+        begin(once.store, Scope("cus_demo_alice", API_PAYMENTS, key), "f" * 64, nothing, settings=Settings())
         db.session.remove()
     age_every_record(app)
     assert "restarted" in runner.invoke(args=["idempotency", "reconcile"]).output

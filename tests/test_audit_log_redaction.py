@@ -14,7 +14,7 @@ from flask.testing import FlaskClient
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from checkout.idempotency.audit import AuditEvent, line_of, record_of, scrubbed_line
+from checkout.audit import AuditEvent, line_of, record_of, scrubbed_line
 from tests.helpers import GOOD_CARD, order_body, post_order
 
 # UUID-like keys whose digits, read across the dashes or inside a segment, run 13 to 19 long.

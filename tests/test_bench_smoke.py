@@ -17,7 +17,7 @@ from types import ModuleType
 import pytest
 import sqlalchemy as sa
 
-from checkout.idempotency.models import IdempotencyRecord
+from checkout.audit import IdempotencyRecord
 from checkout.idempotency.types import COMPLETED
 from tests.conftest import POSTGRES_URL
 

@@ -12,8 +12,9 @@ from flask.testing import FlaskClient
 
 from checkout import create_app
 from checkout.extensions import db
-from checkout.shop.placement import fingerprint_secret
-from tests.helpers import UNAVAILABLE_CARD, add_to_cart, checkout_fields, form_fields
+from checkout.idempotency import fingerprint
+from checkout.shop.schemas import parse_order
+from tests.helpers import UNAVAILABLE_CARD, Ledger, add_to_cart, checkout_fields, form_fields, order_body, post_order
 
 
 @pytest.mark.parametrize(
@@ -33,10 +34,18 @@ def test_a_checkout_page_shown_again_never_echoes_the_card_number_and_is_not_cac
     assert "no-store" in response.headers["Cache-Control"]
 
 
-def test_the_fingerprint_is_keyed_by_its_own_secret_not_the_session_secret(app: Flask) -> None:
-    with app.app_context():
-        secret = fingerprint_secret()
-    assert secret and secret != app.config["SECRET_KEY"]
+def test_the_fingerprint_is_keyed_by_its_own_secret_not_the_session_secret(
+    app: Flask, client: FlaskClient, ledger: Ledger
+) -> None:
+    assert post_order(client, "fingerprint-secret-0001").status_code == 201
+    [record] = ledger.records()
+    body = parse_order(order_body()).normalized()
+
+    def keyed_by(secret: str) -> str:
+        return fingerprint(secret, "POST", "POST /api/orders", body)
+
+    assert record.fingerprint == keyed_by(app.config["CHECKOUT_FINGERPRINT_SECRET"])
+    assert record.fingerprint != keyed_by(app.config["SECRET_KEY"])
 
 
 def test_in_development_secrets_and_the_database_are_readable_by_the_owner_only(

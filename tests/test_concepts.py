@@ -19,9 +19,9 @@ from flask import Flask
 from flask.testing import FlaskClient, FlaskCliRunner
 from markupsafe import escape
 
+from checkout.audit import IdempotencyRecord
 from checkout.database import utcnow
 from checkout.extensions import db
-from checkout.idempotency.models import IdempotencyRecord
 from checkout.lab import content
 from checkout.shop.models import Cart
 from tests.helpers import ALICE, Ledger, add_to_cart, form_fields, order_body

@@ -75,8 +75,8 @@ def test_purge_removes_expired_completed_records_only(app, client, runner: Flask
 
     import sqlalchemy as sa
 
+    from checkout.audit import IdempotencyRecord
     from checkout.database import utcnow
-    from checkout.idempotency.models import IdempotencyRecord
     from tests.helpers import claim_as_a_dying_worker
 
     client.post("/api/orders", json=order_body(), headers={**ALICE, "Idempotency-Key": "k" * 20})
@@ -97,9 +97,9 @@ def test_a_retry_after_the_purge_gets_the_existing_order_not_a_second_one(
 
     import sqlalchemy as sa
 
+    from checkout.audit import IdempotencyRecord
     from checkout.database import utcnow
     from checkout.extensions import db
-    from checkout.idempotency.models import IdempotencyRecord
 
     key = "late-retry-key-000001"
     first = client.post("/api/orders", json=order_body(), headers={**ALICE, "Idempotency-Key": key})

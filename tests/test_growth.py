@@ -10,11 +10,9 @@ import sqlalchemy as sa
 from flask import Flask
 from flask.testing import FlaskClient, FlaskCliRunner
 
+from checkout.audit import IdempotencyEvent, IdempotencyRecord
 from checkout.database import utcnow
-from checkout.extensions import db
-from checkout.idempotency.engine import purge
-from checkout.idempotency.models import IdempotencyEvent, IdempotencyRecord
-from checkout.shop.placement import idempotency_settings
+from checkout.extensions import db, once
 from tests.conftest import POSTGRES_URL
 from tests.helpers import Ledger, post_order
 
@@ -64,7 +62,7 @@ def test_purge_works_through_a_backlog_in_short_batches_and_keeps_the_unexpired(
     expire_records(app)
     post_order(client, "kept-key-00000000002")
     with app.app_context():
-        assert purge(idempotency_settings(), batch=2) == 5  # three batches: 2, 2, 1
+        assert once.store.purge(batch=2) == 5  # three batches: 2, 2, 1
         db.session.remove()
     assert [r.key for r in ledger.records()] == ["kept-key-00000000002"]
     assert {e.key for e in ledger.rows(IdempotencyEvent)} == {"kept-key-00000000002"}

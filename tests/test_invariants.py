@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from checkout.extensions import db
-from checkout.idempotency.types import Event
+from checkout.idempotency import Event
 from checkout.shop.refunds import RefundEvent
 from tests.helpers import ALICE, ANSWER_LOST_CARD, DECLINED_CARD, GOOD_CARD, UNAVAILABLE_CARD, order_body
 

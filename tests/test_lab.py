@@ -235,11 +235,12 @@ def test_the_kill_button_says_why_it_will_not_kill_a_single_process_shop(app: An
     with client.session_transaction() as session:
         session["customer"] = "cus_demo_alice"  # this browser is alice, whose API payment is running
     claim_as_a_dying_worker(app, "running-key-000000001")
-    from checkout.idempotency import Scope, peek
+    from checkout.extensions import once
+    from checkout.idempotency import Scope
     from checkout.lab import controls
 
     with app.app_context():
-        record = peek(Scope("cus_demo_alice", "POST /api/orders", "running-key-000000001"))
+        record = once.store.find(Scope("cus_demo_alice", "POST /api/orders", "running-key-000000001"))
     assert record is not None
     action, message = controls.kill_holder(record, under_gunicorn=False)
     assert action == "none" and "single process" in message

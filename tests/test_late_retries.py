@@ -14,10 +14,10 @@ import sqlalchemy as sa
 from flask import Flask
 from flask.testing import FlaskClient, FlaskCliRunner
 
+from checkout.audit import IdempotencyRecord
 from checkout.database import utcnow
 from checkout.extensions import db
 from checkout.gateway import GatewayRefund
-from checkout.idempotency.models import IdempotencyRecord
 from checkout.shop.models import Refund
 from tests.helpers import (
     ALICE,

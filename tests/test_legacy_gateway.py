@@ -11,9 +11,9 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
+from checkout.audit import IdempotencyEvent
 from checkout.gateway import CardDeclined, GatewayCharge, GatewayEvent, GatewayTimeout, GatewayUnavailable
 from checkout.gateway.legacy import LegacyGateway
-from checkout.idempotency.models import IdempotencyEvent
 from checkout.lab.legacy import LEGACY_PATH, NO_LOOKUP_PATH, legacy_gateway
 from checkout.lab.tables import LabOrder
 from tests.helpers import (

@@ -18,7 +18,7 @@ from flask.testing import FlaskClient
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
-from checkout.idempotency.models import IdempotencyEvent
+from checkout.audit import IdempotencyEvent
 from tests.conftest import POSTGRES_URL
 from tests.helpers import (
     ALICE,

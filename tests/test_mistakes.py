@@ -25,10 +25,10 @@ from flask import Flask
 from flask.testing import FlaskClient
 from markupsafe import escape
 
+from checkout.audit import IdempotencyEvent
 from checkout.extensions import db
 from checkout.gateway import SUCCEEDED, GatewayCharge
 from checkout.i18n import format_money
-from checkout.idempotency.models import IdempotencyEvent
 from checkout.lab.content import inline
 from checkout.lab.mistakes.catalog import BY_NAME, MISTAKES
 from checkout.lab.tables import LabOrder

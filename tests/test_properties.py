@@ -30,7 +30,7 @@ from checkout.gateway.webhooks import body_of
 from checkout.lab.tables import LabStock
 from checkout.mail.outbox import ORDER_CONFIRMATION, REFUND_RECEIPT, OutboxMessage
 from checkout.shop.models import HOLDS_STOCK, REFUND_SUCCEEDED, REFUNDED, Order, OrderItem, Product, Refund
-from checkout.shop.placement import gateway, idempotency_settings
+from checkout.shop.placement import gateway
 from checkout.shop.reconcile import reconcile
 from tests.helpers import (
     ALICE,
@@ -158,7 +158,7 @@ def test_no_sequence_of_retries_faults_crashes_refunds_and_webhooks_breaks_an_in
         @rule()
         def reconcile_runs(self) -> None:
             with app.app_context():
-                for result in reconcile(gateway(), idempotency_settings()):
+                for result in reconcile(gateway()):
                     if result.outcome in ("paid", "declined", "failed"):
                         self.final.pop(result.key, None)  # its stored answer is now the reconciled one
                     if result.outcome == "refunded":
@@ -254,7 +254,7 @@ def test_no_sequence_of_retries_faults_crashes_refunds_and_webhooks_breaks_an_in
             # Recover whatever was left mid-flight, deliver every event once more; then everything balances.
             age_every_record(app)
             with app.app_context():
-                reconcile(gateway(), idempotency_settings())
+                reconcile(gateway())
                 bodies = [body_of(event) for event in db.session.scalars(sa.select(GatewayEvent))]
                 db.session.remove()
             for body in bodies:

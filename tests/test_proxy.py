@@ -24,7 +24,7 @@ import pytest
 from flask import Flask
 
 from checkout import client as retry_client
-from checkout.idempotency.models import IdempotencyEvent
+from checkout.audit import IdempotencyEvent
 from checkout.lab.proxy import SERVER_NAMES
 from checkout.lab.servers import LabWorker
 from tests.conftest import POSTGRES_URL

@@ -17,8 +17,8 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
+from checkout.audit import IdempotencyEvent, IdempotencyRecord
 from checkout.client import place_order
-from checkout.idempotency.models import IdempotencyEvent, IdempotencyRecord
 from checkout.lab.redis_store import PREFIX, REDIS_PATH
 from checkout.lab.tables import LabOrder
 from tests.conftest import LiveServer

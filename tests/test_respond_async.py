@@ -13,8 +13,8 @@ import sqlalchemy as sa
 from flask import Flask
 from flask.testing import FlaskClient
 
+from checkout.audit import IdempotencyRecord
 from checkout.extensions import db
-from checkout.idempotency.models import IdempotencyRecord
 from tests.conftest import LiveServer
 from tests.helpers import (
     ALICE,

@@ -10,9 +10,9 @@ import pytest
 import sqlalchemy as sa
 
 from checkout import client
+from checkout.audit import IdempotencyRecord
 from checkout.database import utcnow
 from checkout.extensions import db
-from checkout.idempotency.models import IdempotencyRecord
 from checkout.lab import mass
 from tests.conftest import LiveServer
 from tests.helpers import (

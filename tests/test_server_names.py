@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 
-from checkout.idempotency.audit import worker_name
+from checkout.idempotency.store import worker_name
 from checkout.lab.servers import LabWorker
 from tests.helpers import ALICE, Ledger, order_body, table_counts
 

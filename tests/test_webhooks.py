@@ -14,12 +14,12 @@ import sqlalchemy as sa
 from flask import Flask
 from flask.testing import FlaskClient, FlaskCliRunner
 
+from checkout.audit import IdempotencyEvent
 from checkout.database import utcnow, writing
 from checkout.gateway import GatewayEvent
 from checkout.gateway.relay import deliverer
 from checkout.gateway.signing import HEADER, sign
 from checkout.gateway.webhooks import Deliverer
-from checkout.idempotency.models import IdempotencyEvent
 from checkout.mail.outbox import OutboxMessage
 from checkout.shop.models import Order, Refund, WebhookReceipt
 from tests.conftest import LiveServer

@@ -1,36 +1,30 @@
-"""The idempotency engine: run an operation at most once per (customer, endpoint, key).
+"""Idempotency for Flask: run an operation at most once per (customer, endpoint, key), and answer every retry.
 
-It knows nothing of orders or payments; a caller hands it the phases of an
-operation and a record store, and imports what it needs beyond these names
-from the modules themselves:
+A Flask extension that knows nothing of the app using it: it needs Flask and Flask-SQLAlchemy, and every import
+inside is relative, so the folder can be copied whole. Below are the names for using it; a store of your own
+implements store.py's RecordStore. The guide: docs/engine.md.
 
-    keys.py         what a key may look like, and the HMAC of a request stored with it
-    types.py        scopes, settings, steps, outcomes, the read model of a record
-    store.py        the record store port (and NoStore: no idempotency at all)
-    sql_store.py    the shop's store: records in the order's own database
-    engine.py       look, claim, wait, take over, run the phases; the Operation a phase is handed
-    models.py       the record and its audit events; audit.py writes the trail
+    edge.py    Idempotency (the extension), Pipeline, respond, idempotent: the HTTP edge
+    engine.py  look, claim, wait, take over, advance through the phases; the seam of a store outside the database
+    store.py   the RecordStore port; sql_store.py, the records in the app's database; models.py, their table
+    types.py   scopes, settings, the steps a phase ends with; outcomes.py, what a phase may raise and how it ends
+    keys.py    what a key may look like, and the fingerprint stored with it
+    units.py   units of work over the app's session (SQLite's BEGIN IMMEDIATE); signals.py, what the engine tells
 """
 
-from checkout.idempotency.engine import Operation, peek, run, take_over
-from checkout.idempotency.keys import fingerprint, parse_key
-from checkout.idempotency.store import RecordStore
-from checkout.idempotency.types import Complete, MoveTo, Phase, Refuse, RetryLater, Scope, Settings, StoredResponse
+from .edge import Idempotency, JsonAnswers, Pipeline, idempotent, json_bytes, key_reused, problem, read_key
+from .engine import Operation, Phase
+from .keys import InvalidKey, fingerprint, parse_key
+from .outcomes import Done, InProgress, LeaseLost, Mismatch, Outcome, Refuse, Refused, RetryLater, Unfinished
+from .store import NO_STORE, RecordStore
+from .types import STARTED, Complete, Event, MoveTo, RecordView, Scope, Settings, Step, StoredResponse
+from .units import writing
 
+# fmt: off
 __all__ = [
-    "Complete",
-    "MoveTo",
-    "Operation",
-    "Phase",
-    "RecordStore",
-    "Refuse",
-    "RetryLater",
-    "Scope",
-    "Settings",
-    "StoredResponse",
-    "fingerprint",
-    "parse_key",
-    "peek",
-    "run",
-    "take_over",
+    "NO_STORE", "STARTED", "Complete", "Done", "Event", "Idempotency", "InProgress", "InvalidKey", "JsonAnswers",
+    "LeaseLost", "Mismatch", "MoveTo", "Operation", "Outcome", "Phase", "Pipeline", "RecordStore", "RecordView",
+    "Refuse", "Refused", "RetryLater", "Scope", "Settings", "Step", "StoredResponse", "Unfinished", "fingerprint",
+    "idempotent", "json_bytes", "key_reused", "parse_key", "problem", "read_key", "writing",
 ]
+# fmt: on

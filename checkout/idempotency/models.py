@@ -1,73 +1,70 @@
-"""The idempotency record and its audit trail.
-
-A record is one operation: (customer, endpoint, key) is unique, so the
-database itself refuses a second claim. While in progress it carries a lease
-(owner token, the worker holding it, an expiry) and a recovery point; once
-completed it carries the response to replay.
-"""
+"""The record table, on the app's own metadata so that its migrations carry it. A record is one operation, unique on
+(customer, endpoint, key): the database itself refuses a second claim. In progress, it carries a lease (owner token,
+worker, expiry) and a recovery point; completed, the response to replay."""
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any
+from datetime import UTC, datetime
 
 import sqlalchemy as sa
-from sqlalchemy.orm import Mapped, mapped_column
 
-from checkout.database import Base, BigId, UTCDateTime, utcnow
-from checkout.idempotency.types import COMPLETED, IN_PROGRESS, STARTED
+from .types import COMPLETED, IN_PROGRESS
 
-
-class RecordColumns:
-    """What a record holds (the lab's wrong stores keep the same columns under other constraints)."""
-
-    id: Mapped[int] = mapped_column(BigId, primary_key=True)
-    customer: Mapped[str] = mapped_column(sa.String(64))
-    endpoint: Mapped[str] = mapped_column(sa.String(100))
-    key: Mapped[str] = mapped_column(sa.String(255))
-    fingerprint: Mapped[str] = mapped_column(sa.String(64))
-    state: Mapped[str] = mapped_column(sa.String(16), default=IN_PROGRESS)
-    recovery_point: Mapped[str] = mapped_column(sa.String(32), default=STARTED)
-    locked_by: Mapped[str | None] = mapped_column(sa.String(64))
-    # The worker (host:pid) holding the lease: for support, and for the lab's exercise 5.
-    worker: Mapped[str | None] = mapped_column(sa.String(64))
-    locked_until: Mapped[datetime | None] = mapped_column(UTCDateTime())
-    # What the operation created (an order id), once it has: for 409 and 503 answers.
-    reference: Mapped[str | None] = mapped_column(sa.String(64))
-    # How many other requests with this key arrived while it ran.
-    duplicates: Mapped[int] = mapped_column(default=0, server_default="0")
-    response_status: Mapped[int | None]
-    response_headers: Mapped[dict[str, str] | None] = mapped_column(sa.JSON)
-    response_body: Mapped[bytes | None] = mapped_column(sa.LargeBinary)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
-    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
-    completed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
-    expires_at: Mapped[datetime] = mapped_column(UTCDateTime())
+# 64-bit ids for a table that grows without bound (SQLite's INTEGER PRIMARY KEY is 64-bit already, and the only
+# type it autoincrements).
+BigId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 
-class IdempotencyRecord(RecordColumns, Base):
-    __tablename__ = "idempotency_records"
-    __table_args__ = (
+class UTCDateTime(sa.types.TypeDecorator[datetime]):
+    """An aware UTC datetime on every database (SQLite keeps no time zone: what it gives back was written as UTC)."""
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            raise ValueError("naive datetime; use an aware one (units.utcnow())")
+        return value.astimezone(UTC) if value is not None else None
+
+    def process_result_value(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
+        return value.replace(tzinfo=UTC) if value is not None and value.tzinfo is None else value
+
+
+def record_columns() -> list[sa.Column[object]]:
+    """What a record holds (a store over another table keeps the same columns)."""
+    string = sa.String
+    return [
+        sa.Column("id", BigId, primary_key=True),
+        sa.Column("customer", string(64), nullable=False),
+        sa.Column("endpoint", string(100), nullable=False),
+        sa.Column("key", string(255), nullable=False),
+        sa.Column("fingerprint", string(64), nullable=False),
+        sa.Column("state", string(16), nullable=False, default=IN_PROGRESS),
+        sa.Column("recovery_point", string(32), nullable=False),
+        sa.Column("locked_by", string(64)),  # the lease: the holder's random token, and until when
+        sa.Column("worker", string(64)),  # the process (host:pid) holding the lease, for support
+        sa.Column("locked_until", UTCDateTime()),
+        sa.Column("reference", string(64)),  # what the operation made (an order's id), for a duplicate's answer
+        sa.Column("duplicates", sa.Integer, nullable=False, default=0, server_default="0"),
+        sa.Column("response_status", sa.Integer),
+        sa.Column("response_headers", sa.JSON),
+        sa.Column("response_body", sa.LargeBinary),
+        sa.Column("created_at", UTCDateTime(), nullable=False),
+        sa.Column("updated_at", UTCDateTime(), nullable=False),
+        sa.Column("completed_at", UTCDateTime()),
+        sa.Column("expires_at", UTCDateTime(), nullable=False),
+    ]
+
+
+def record_table(metadata: sa.MetaData, name: str = "idempotency_records") -> sa.Table:
+    """The records' table on ``metadata`` (the one already there, if it is)."""
+    if name in metadata.tables:
+        return metadata.tables[name]
+    return sa.Table(
+        name,
+        metadata,
+        *record_columns(),
         sa.UniqueConstraint("customer", "endpoint", "key"),  # the database itself refuses a second claim
         sa.CheckConstraint(f"state IN ('{IN_PROGRESS}', '{COMPLETED}')", name="state"),
-        sa.Index("ix_idempotency_records_expires_at", "expires_at"),
+        sa.Index(f"ix_{name}_expires_at", "expires_at"),
     )
-
-
-class IdempotencyEvent(Base):
-    """One step of one operation, for support and for the lab timeline."""
-
-    __tablename__ = "idempotency_events"
-    __table_args__ = (
-        sa.Index("ix_idempotency_events_scope", "customer", "endpoint", "key"),
-        sa.Index("ix_idempotency_events_created_at", "created_at"),
-    )
-
-    id: Mapped[int] = mapped_column(BigId, primary_key=True)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
-    customer: Mapped[str] = mapped_column(sa.String(64))
-    endpoint: Mapped[str] = mapped_column(sa.String(100))
-    key: Mapped[str] = mapped_column(sa.String(255))
-    name: Mapped[str] = mapped_column(sa.String(32))
-    worker: Mapped[str] = mapped_column(sa.String(64))
-    detail: Mapped[dict[str, Any]] = mapped_column(sa.JSON, default=dict)

@@ -1,10 +1,8 @@
-"""The shop's record store: ``idempotency_records`` in the order's own database.
+"""Records in the app's own database: the store whose writes join the unit of work of the phase they end.
 
-The claim is one ``INSERT ... ON CONFLICT DO NOTHING`` against the unique
-(customer, endpoint, key): of two racing requests, the index picks one. Every
-later write is an ``UPDATE ... WHERE locked_by = <our token> RETURNING``, in
-the transaction of the phase it ends, so a worker whose lease was taken over
-writes nothing at all: its whole transaction rolls back.
+The claim is one ``INSERT ... ON CONFLICT DO NOTHING`` against the unique (customer, endpoint, key): of two racing
+requests, the index picks one. Every later write is an ``UPDATE ... WHERE locked_by = <our token> RETURNING``, in
+the transaction of the phase it ends, so a worker whose lease was taken over writes nothing at all.
 """
 
 from __future__ import annotations
@@ -14,159 +12,94 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from checkout.database import insert_ignoring_conflicts, table_of, utcnow, writing
-from checkout.extensions import db
-from checkout.idempotency.audit import worker_name
-from checkout.idempotency.models import IdempotencyEvent, IdempotencyRecord
-from checkout.idempotency.store import Held
-from checkout.idempotency.types import (
-    COMPLETED,
-    FINISHED,
-    IN_PROGRESS,
-    STARTED,
-    Complete,
-    LeaseLost,
-    MoveTo,
-    RecordView,
-    Scope,
-    Settings,
-    StoredResponse,
-)
-
-events = table_of(IdempotencyEvent)
+from .outcomes import LeaseLost
+from .signals import app, purged
+from .store import Held, worker_name
+from .types import COMPLETED, FINISHED, IN_PROGRESS, STARTED, Complete, MoveTo, RecordView, Scope, Settings
+from .types import StoredResponse as Stored
+from .units import insert_ignoring_conflicts, session, utcnow, writing
 
 
-def view_of(record: Any, now: datetime) -> RecordView:
-    """The read model of a record row (a Core row: no ORM object crosses into a view)."""
-    response = None
-    if record.response_status is not None:
-        response = StoredResponse(
-            record.response_status, dict(record.response_headers or {}), record.response_body or b""
-        )
-    live = record.locked_by is not None and record.locked_until is not None and record.locked_until > now
+def view_of(row: Any, now: datetime) -> RecordView:
+    """The read model of a record's row (a Core row: no ORM object crosses into a caller)."""
+    answer = Stored(row.response_status, dict(row.response_headers or {}), row.response_body or b"")
+    live = row.locked_by is not None and row.locked_until is not None and row.locked_until > now
+    scope = Scope(row.customer, row.endpoint, row.key)
     return RecordView(
-        id=record.id,
-        scope=Scope(record.customer, record.endpoint, record.key),
-        fingerprint=record.fingerprint,
-        state=record.state,
-        recovery_point=record.recovery_point,
-        lease_live=live,
-        lease_holder=record.worker if live else None,
-        locked_until=record.locked_until,
-        reference=record.reference,
-        response=response,
-        duplicates=record.duplicates,
-        created_at=record.created_at,
-        updated_at=record.updated_at,
-    )
+        row.id, scope, row.fingerprint, row.state, row.recovery_point, live, row.worker if live else None,
+        row.locked_until, row.reference, answer if row.response_status is not None else None, row.duplicates,
+        row.created_at, row.updated_at,
+    )  # fmt: skip
 
 
 def _lease(owner: str | None, settings: Settings) -> dict[str, Any]:
     """The columns of a lease held by ``owner`` in this worker, or of none."""
-    if owner is None:
-        return {"locked_by": None, "locked_until": None, "worker": None}
-    return {
-        "locked_by": owner,
-        "worker": worker_name(),
-        "locked_until": utcnow() + timedelta(seconds=settings.lease_seconds),
-    }
+    until = utcnow() + timedelta(seconds=settings.lease_seconds) if owner else None
+    return {"locked_by": owner, "worker": worker_name() if owner else None, "locked_until": until}
 
 
 class SqlStore:
-    """Records in ``idempotency_records`` (or a table of the same columns), written in the transaction
-    of the phase they end."""
+    """Records in ``table`` (models.record_table), written in the transaction of the phase they end."""
 
     name = "sql"
     joins_transaction = True
 
-    def __init__(self, table: sa.Table | None = None) -> None:
-        self.records = table if table is not None else table_of(IdempotencyRecord)
+    def __init__(self, table: sa.Table) -> None:
+        self.records, c = table, table.c
         # The statements every request runs, built once (executed with parameters).
-        self._find = sa.select(self.records).where(
-            self.records.c.customer == sa.bindparam("_customer"),
-            self.records.c.endpoint == sa.bindparam("_endpoint"),
-            self.records.c.key == sa.bindparam("_key"),
-        )
-        self._owned = (
-            sa.update(self.records)
-            .where(
-                self.records.c.id == sa.bindparam("_id"),
-                self.records.c.locked_by == sa.bindparam("_owner"),
-                self.records.c.state == IN_PROGRESS,
-            )
-            .returning(self.records.c.duplicates)
-        )
+        key = (c.customer == sa.bindparam("_c"), c.endpoint == sa.bindparam("_e"), c.key == sa.bindparam("_k"))
+        self._find = sa.select(table).where(*key)
+        ours = (c.id == sa.bindparam("_id"), c.locked_by == sa.bindparam("_owner"), c.state == IN_PROGRESS)
+        self._owned = sa.update(table).where(*ours).returning(c.duplicates)
+
+    def view(self, row: Any) -> RecordView:
+        """The read model of one of its rows, read elsewhere."""
+        return view_of(row, utcnow())
 
     def find(self, scope: Scope) -> RecordView | None:
-        record = db.session.execute(
-            self._find, {"_customer": scope.customer, "_endpoint": scope.endpoint, "_key": scope.key}
-        ).first()
-        return view_of(record, utcnow()) if record is not None else None
+        row = session().execute(self._find, {"_c": scope.customer, "_e": scope.endpoint, "_k": scope.key}).first()
+        return view_of(row, utcnow()) if row is not None else None
 
     def claim(self, scope: Scope, fingerprint: str, owner: str, settings: Settings) -> Held | None:
-        now = utcnow()
-        session = db.session()
-        record_id = session.execute(
-            insert_ignoring_conflicts(self.records, session, returning=(self.records.c.id,)),
-            {
-                "customer": scope.customer,
-                "endpoint": scope.endpoint,
-                "key": scope.key,
-                "fingerprint": fingerprint,
-                "state": IN_PROGRESS,
-                "recovery_point": STARTED,
-                "duplicates": 0,
-                "created_at": now,
-                "updated_at": now,
-                "expires_at": now + timedelta(seconds=settings.lifetime_seconds),
-                **_lease(owner, settings),
-            },
-        ).scalar_one_or_none()
+        now, current, c = utcnow(), session(), self.records.c
+        values: dict[str, Any] = {"customer": scope.customer, "endpoint": scope.endpoint, "key": scope.key}
+        values |= {"fingerprint": fingerprint, "state": IN_PROGRESS, "recovery_point": STARTED, "duplicates": 0}
+        expires = now + timedelta(seconds=settings.lifetime_seconds)
+        values |= {"created_at": now, "updated_at": now, "expires_at": expires, **_lease(owner, settings)}
+        claim = insert_ignoring_conflicts(self.records, current, returning=(c.id,))
+        record_id = current.execute(claim, values).scalar_one_or_none()
         return Held(record_id, owner, STARTED) if record_id is not None else None
 
     def take_over(self, record: RecordView, owner: str, settings: Settings) -> Held | None:
         # Matches only while the lease is still free: of two racing retries exactly one changes the row.
         # On PostgreSQL the loser waits for the winner's row lock, re-reads the row and no longer matches.
-        now = utcnow()
-        taken = db.session.execute(
-            sa.update(self.records)
-            .where(
-                self.records.c.id == record.id,
-                self.records.c.state == IN_PROGRESS,
-                sa.or_(self.records.c.locked_by.is_(None), self.records.c.locked_until < now),
-            )
-            .values(updated_at=now, **_lease(owner, settings))
-            .returning(self.records.c.recovery_point, self.records.c.reference)
-        ).first()
+        now, c = utcnow(), self.records.c
+        free = (c.id == record.id, c.state == IN_PROGRESS, sa.or_(c.locked_by.is_(None), c.locked_until < now))
+        take = sa.update(self.records).where(*free).values(updated_at=now, **_lease(owner, settings))
+        taken = session().execute(take.returning(c.recovery_point, c.reference)).first()
         return Held(record.id, owner, taken.recovery_point, taken.reference) if taken is not None else None
 
     def _owned_update(self, held: Held, **values: Any) -> int:
-        row = db.session.execute(
-            self._owned, {"_id": held.id, "_owner": held.owner, "updated_at": utcnow(), **values}
-        ).first()
-        if row is None:
+        row = session().execute(self._owned, {"_id": held.id, "_owner": held.owner, "updated_at": utcnow(), **values})
+        found = row.first()
+        if found is None:
             raise LeaseLost(f"record {held.id} is no longer ours")
-        return int(row[0])
+        return int(found[0])
 
     def save_step(self, held: Held, step: MoveTo | Complete, settings: Settings) -> int:
         if isinstance(step, MoveTo):
+            until = utcnow() + timedelta(seconds=settings.lease_seconds)
             return self._owned_update(
-                held,
-                recovery_point=step.recovery_point,
-                reference=held.reference,
-                locked_until=utcnow() + timedelta(seconds=settings.lease_seconds),
+                held, recovery_point=step.recovery_point, reference=held.reference, locked_until=until
             )
-        return self._owned_update(
-            held,
-            state=COMPLETED,
-            recovery_point=FINISHED,
-            reference=held.reference,
-            response_status=step.response.status,
-            response_headers=dict(step.response.headers),
-            response_body=step.response.body,
-            completed_at=utcnow(),
-            **_lease(None, settings),
-        )
+        answer = step.response
+        stored = {
+            "response_status": answer.status,
+            "response_headers": dict(answer.headers),
+            "response_body": answer.body,
+        }
+        done = {"state": COMPLETED, "recovery_point": FINISHED, "completed_at": utcnow(), **_lease(None, settings)}
+        return self._owned_update(held, reference=held.reference, **stored, **done)
 
     def release(self, held: Held) -> bool:
         try:
@@ -176,84 +109,42 @@ class SqlStore:
         return True
 
     def discard(self, held: Held) -> bool:
-        deleted = db.session.execute(
-            sa.delete(self.records)
-            .where(self.records.c.id == held.id, self.records.c.locked_by == held.owner)
-            .returning(self.records.c.id)
-        ).first()
-        return deleted is not None
+        c = self.records.c
+        gone = sa.delete(self.records).where(c.id == held.id, c.locked_by == held.owner).returning(c.id)
+        return session().execute(gone).first() is not None
 
     def count_duplicate(self, record: RecordView) -> None:
-        db.session.execute(
-            sa.update(self.records)
-            .where(self.records.c.id == record.id)
-            .values(duplicates=self.records.c.duplicates + 1)
-        )
+        c = self.records.c
+        session().execute(sa.update(self.records).where(c.id == record.id).values(duplicates=c.duplicates + 1))
 
-    # --- housekeeping: only this store keeps records past their answer --------------------
+    # --- housekeeping: only this store keeps records past their answer ------------------------------------------
 
     def abandoned(self, settings: Settings, *, now: datetime | None = None) -> list[RecordView]:
         """In-progress records nobody is working on: the lease expired, or was released a lease ago."""
-        now = now or utcnow()
-        quiet_since = now - timedelta(seconds=settings.lease_seconds)
-        stale = db.session.execute(
-            sa.select(self.records)
-            .where(
-                self.records.c.state == IN_PROGRESS,
-                sa.or_(
-                    self.records.c.locked_until < now,
-                    sa.and_(self.records.c.locked_by.is_(None), self.records.c.updated_at < quiet_since),
-                ),
-            )
-            .order_by(self.records.c.id)
-        ).all()
-        return [view_of(record, now) for record in stale]
+        now, c = now or utcnow(), self.records.c
+        released_long_ago = sa.and_(
+            c.locked_by.is_(None), c.updated_at < now - timedelta(seconds=settings.lease_seconds)
+        )
+        stale = sa.select(self.records).where(c.state == IN_PROGRESS, sa.or_(c.locked_until < now, released_long_ago))
+        return [view_of(row, now) for row in session().execute(stale.order_by(c.id)).all()]
 
-    def purge(
-        self, settings: Settings, now: datetime | None = None, batch: int = 5000, *, expired_by: datetime | None = None
-    ) -> int:
-        """Delete completed records past their lifetime with their audit events, and events past it.
+    def purge(self, batch: int = 5000, *, expired_by: datetime | None = None) -> int:
+        """Delete completed records past their lifetime (or that will have expired by ``expired_by``).
 
-        Never an unfinished record: reconcile finishes those first. In batches of ``batch`` rows,
-        one short transaction each, so a large backlog neither outlives the statement timeout nor
-        holds the locks a late retry of those keys waits for. ``expired_by`` (the lab's purge) takes the
-        completed records that will have expired by then; the other events still age from ``now``.
+        Never an unfinished record: reconcile finishes those first. In batches, one short transaction each, so a
+        large backlog neither outlives a statement timeout nor holds the locks a late retry waits for. ``purged``
+        tells the subscribers which scopes went, in the unit that deletes them (an audit trail drops theirs).
         """
-        now = now or utcnow()
-        expired_by = expired_by or now
-        removed = 0
+        c, removed = self.records.c, 0
+        expired = sa.select(c.id, c.customer, c.endpoint, c.key).where(
+            c.state == COMPLETED, c.expires_at < (expired_by or utcnow())
+        )
         while True:
-            with writing() as session:
-                expired = session.execute(
-                    sa.select(self.records.c.id, self.records.c.customer, self.records.c.endpoint, self.records.c.key)
-                    .where(self.records.c.state == COMPLETED, self.records.c.expires_at < expired_by)
-                    .order_by(self.records.c.id)
-                    .limit(batch)
-                ).all()
-                if expired:
-                    session.execute(
-                        sa.delete(events).where(
-                            sa.tuple_(events.c.customer, events.c.endpoint, events.c.key).in_(
-                                [(row.customer, row.endpoint, row.key) for row in expired]
-                            )
-                        )
-                    )
-                    session.execute(sa.delete(self.records).where(self.records.c.id.in_([row.id for row in expired])))
-            removed += len(expired)
-            if len(expired) < batch:
-                break
-        old = now - timedelta(seconds=settings.lifetime_seconds)
-        while True:
-            with writing() as session:
-                gone = len(
-                    session.execute(
-                        sa.delete(events)
-                        .where(events.c.id.in_(sa.select(events.c.id).where(events.c.created_at < old).limit(batch)))
-                        .returning(events.c.id)
-                    ).all()
-                )
-            if gone < batch:
+            with writing() as current:
+                rows = current.execute(expired.order_by(c.id).limit(batch)).all()
+                if rows:
+                    purged.send(app(), scopes=[Scope(row.customer, row.endpoint, row.key) for row in rows])
+                    current.execute(sa.delete(self.records).where(c.id.in_([row.id for row in rows])))
+            removed += len(rows)
+            if len(rows) < batch:
                 return removed
-
-
-SQL_STORE = SqlStore()

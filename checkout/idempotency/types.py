@@ -1,30 +1,25 @@
-"""The engine's vocabulary: what a key belongs to, its settings, the stored answer, the steps a
-phase may end with, the outcomes a view turns into HTTP, and the read model of a record."""
+"""The engine's vocabulary: what a key belongs to, its settings, the stored answer, the steps a phase may end
+with, and the read model of a record."""
 
 from __future__ import annotations
 
 import enum
+import json
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from checkout.idempotency.engine import Operation
+from typing import Any
 
 IN_PROGRESS = "in_progress"
 COMPLETED = "completed"
 
-# The recovery point every operation starts from. Callers name the ones after it; a
-# record is never committed at STARTED (its claim and first phase are one transaction).
-STARTED = "started"
+STARTED = "started"  # every operation's first recovery point (never committed: the claim and first phase are one)
 FINISHED = "finished"
 
 
 class Event(enum.StrEnum):
-    """What the engine records in the audit trail. Callers add their own enums; the names never
-    collide with recovery points, which say where an operation is, not what happened."""
+    """The steps the engine notes (signals.noted); an app notes its own beside them. Recovery points say where an
+    operation is, these what happened."""
 
     RECEIVED = "received"
     CLAIMED = "claimed"
@@ -38,6 +33,7 @@ class Event(enum.StrEnum):
     RECORD_LOST = "record_lost"  # a store outside the transaction lost the record after its phase committed
     DISCARDED = "discarded"
     COMPLETED = "completed"
+    ACCEPTED = "accepted"  # Prefer: respond-async: answered 202 with a Location to poll, not 409 or 503
 
 
 @dataclass(frozen=True)
@@ -53,13 +49,9 @@ class Scope:
 class Settings:
     lease_seconds: float = 30.0
     lifetime_seconds: float = 24 * 3600
-    # Per worker process: past this many duplicates waiting on one key, the next answers at once.
-    waiters_per_key: int = 2
-    # How often a waiting duplicate looks again (a read, never a write).
-    poll_seconds: float = 0.1
-    # How long this operation's outside call is expected to take (per request: the caller knows its
-    # provider); a duplicate is told to come back then, never later than the holder's lease.
-    expected_call_seconds: float | None = None
+    waiters_per_key: int = 2  # in one process: past this many duplicates waiting on a key, the next answers at once
+    poll_seconds: float = 0.1  # how often a waiting duplicate reads the record again
+    expected_call_seconds: float | None = None  # a duplicate is told to come back then (never after the lease)
 
 
 @dataclass(frozen=True)
@@ -68,8 +60,14 @@ class StoredResponse:
     headers: dict[str, str] = field(default_factory=dict)
     body: bytes = b""
 
+    @classmethod
+    def json(cls, status: int, payload: Any, **headers: str) -> StoredResponse:
+        """A JSON answer, its bytes fixed once: what is stored is what every replay sends."""
+        body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+        return cls(status, {"Content-Type": "application/json", **headers}, body)
 
-# --- how a phase ends: exactly one of these ----------------------------------
+
+# --- how a phase ends: exactly one of these ------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -90,71 +88,8 @@ Step = MoveTo | Complete
 
 
 @dataclass(frozen=True)
-class Phase:
-    """What to do from one recovery point.
-
-    ``call`` (optional) talks to the outside world, with no transaction open:
-    a remote provider may be slow, and no lock may wait on it. ``commit`` then
-    runs in one owner-checked transaction with what ``call`` returned, and ends
-    by returning exactly one Step.
-    """
-
-    commit: Callable[[Operation, Any], Step]
-    call: Callable[[Operation], Any] | None = None
-
-
-# --- outcomes a view turns into HTTP -------------------------------------------
-
-
-@dataclass(frozen=True)
-class Done:
-    """The operation has its final answer.
-
-    ``replayed``: an earlier request produced it. ``duplicates``: how many
-    other requests with the key arrived while it ran (a fact on the record).
-    """
-
-    response: StoredResponse
-    replayed: bool
-    duplicates: int = 0
-
-
-@dataclass(frozen=True)
-class InProgress:
-    """Another request owns the key right now. ``reference``: what the operation created, if anything yet."""
-
-    retry_after: int
-    reference: str | None = None
-
-
-@dataclass(frozen=True)
-class Mismatch:
-    """The key was first used for a different request; its record is untouched."""
-
-
-@dataclass(frozen=True)
-class Unfinished:
-    """This attempt could not reach an outcome; the lease is released and a retry resumes."""
-
-    retry_after: int
-    reason: str
-    reference: str | None = None
-
-
-@dataclass(frozen=True)
-class Refused:
-    """The first phase refused the request; nothing at all was stored, so the key stays usable."""
-
-    response: StoredResponse
-    reference: str | None = None  # refused as in progress: what is being made meanwhile, and may be polled
-
-
-Outcome = Done | InProgress | Mismatch | Unfinished | Refused
-
-
-@dataclass(frozen=True)
 class RecordView:
-    """What a view may know about a record: never the ORM row."""
+    """What a caller may know of a record: never the row itself."""
 
     id: int | str
     scope: Scope
@@ -186,34 +121,3 @@ class RecordView:
             # Late: give it one more expected call's time (a dead holder's lease runs out meanwhile).
             wait = min(wait, expected_left if expected_left > 0 else expected_call_seconds)
         return max(1, math.ceil(wait))
-
-
-# --- signals a phase may raise -------------------------------------------------
-
-
-class RetryLater(Exception):
-    """The outcome is not known yet (a provider is down, its answer was lost): nothing is stored.
-
-    ``event`` and ``detail`` name what happened, for the audit trail; they are
-    written in the same transaction that releases the lease.
-    """
-
-    def __init__(self, reason: str, retry_after: int = 1, *, event: enum.StrEnum | None = None, **detail: Any) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.retry_after = retry_after
-        self.event = event
-        self.detail = detail
-
-
-class Refuse(Exception):
-    """Raised by the first phase: answer this, and store nothing (the claim is rolled back)."""
-
-    def __init__(self, response: StoredResponse, reference: str | None = None) -> None:
-        super().__init__(response.status)
-        self.response = response
-        self.reference = reference
-
-
-class LeaseLost(Exception):
-    """Another worker took the operation over; this one must stop writing."""

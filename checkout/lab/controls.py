@@ -15,7 +15,7 @@ from pathlib import Path
 from flask import session
 
 from checkout.i18n import _
-from checkout.idempotency.types import RecordView
+from checkout.idempotency import RecordView
 
 GUARD_OFF = "lab_button_guard_off"
 

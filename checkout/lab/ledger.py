@@ -7,10 +7,10 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from checkout.audit import IdempotencyEvent, IdempotencyRecord
 from checkout.extensions import db
 from checkout.gateway import GatewayCharge, GatewayEvent
 from checkout.i18n import N_, _
-from checkout.idempotency.models import IdempotencyEvent, IdempotencyRecord
 from checkout.lab import damage
 from checkout.lab.servers import servers_of
 from checkout.lab.tables import SAFE, LabOrder, LabRefund, LabStock, path_of_order

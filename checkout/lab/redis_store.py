@@ -20,14 +20,14 @@ import redis
 import sqlalchemy as sa
 from flask import Flask, current_app
 
+from checkout.audit import note
 from checkout.database import reading, utcnow, writing
 from checkout.extensions import db
 from checkout.gateway import Gateway
 from checkout.i18n import N_
-from checkout.idempotency import Complete, MoveTo, Scope, Settings, StoredResponse
-from checkout.idempotency.audit import note, worker_name
-from checkout.idempotency.store import Held
-from checkout.idempotency.types import COMPLETED, FINISHED, IN_PROGRESS, STARTED, LeaseLost, RecordView
+from checkout.idempotency import STARTED, Complete, LeaseLost, MoveTo, RecordView, Scope, Settings, StoredResponse
+from checkout.idempotency.store import Held, worker_name
+from checkout.idempotency.types import COMPLETED, FINISHED, IN_PROGRESS
 from checkout.lab.tables import LabOrder
 from checkout.shop.models import PENDING, Customer, Order
 from checkout.shop.orders import by_public_id

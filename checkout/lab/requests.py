@@ -14,19 +14,16 @@ from typing import Any
 import sqlalchemy as sa
 from flask import Blueprint, Response, current_app, has_request_context, jsonify, request, session
 
+from checkout.audit import REQUEST_TAG, AuditEvent, IdempotencyEvent, request_tag
 from checkout.database import writing
 from checkout.errors import Problem
 from checkout.extensions import db
-from checkout.idempotency import parse_key
-from checkout.idempotency.audit import REQUEST_TAG, AuditEvent, request_tag
-from checkout.idempotency.keys import InvalidKey
-from checkout.idempotency.models import IdempotencyEvent
-from checkout.idempotency.types import Event
+from checkout.idempotency import Event, InvalidKey, parse_key
 from checkout.lab import lab_only
 from checkout.lab.ledger import iso
 from checkout.lab.tables import LabUntraced
 from checkout.shop.identity import SESSION_CUSTOMER, api_customer
-from checkout.shop.placement import BROWSER_ENDPOINT, PaymentEvent
+from checkout.shop.placement import BROWSER_ENDPOINT
 from checkout.shop.refunds import BROWSER_REFUNDS
 
 bp = lab_only(Blueprint("lab_requests", __name__))
@@ -52,7 +49,7 @@ def requests_under(key: str) -> list[dict[str, Any]]:
         answered = found.get(str(tag)) if tag else None
         # A 202 with no "received" before it: a first phase refused the request as in progress, and the
         # events it noted rolled back with the phase; the 202 was noted after.
-        if event.name == Event.RECEIVED or (answered is None and event.name == PaymentEvent.ACCEPTED):
+        if event.name == Event.RECEIVED or (answered is None and event.name == Event.ACCEPTED):
             if len(found) >= LIMIT:
                 continue  # the oldest LIMIT requests are listed; their later steps are still read
             # Noted outside an HTTP request (a test playing a worker): a request of its own, status unknown.
@@ -60,7 +57,7 @@ def requests_under(key: str) -> list[dict[str, Any]]:
                 "endpoint": event.endpoint,
                 "customer": event.customer,
                 "received_at": event.created_at,
-                "status": 202 if event.name == PaymentEvent.ACCEPTED else None,
+                "status": 202 if event.name == Event.ACCEPTED else None,
                 "replayed": False,
             }
             continue
@@ -74,7 +71,7 @@ def requests_under(key: str) -> list[dict[str, Any]]:
             answered["status"] = 422
         elif event.name in ANSWERED_IN_PROGRESS:
             answered["status"] = IN_PROGRESS_STATUS.get(event.endpoint, 409)
-        elif event.name == PaymentEvent.ACCEPTED:  # written after the conflict or the release it stands for
+        elif event.name == Event.ACCEPTED:  # written after the conflict or the release it stands for
             answered["status"] = 202
         elif event.name in ANSWERED_UNFINISHED:
             answered["status"] = 500 if event.detail.get("reason") == "error" else 503
@@ -102,7 +99,7 @@ def requests_under(key: str) -> list[dict[str, Any]]:
 
 # Kept in the WSGI environ, which is the request's own (flask.g is the app context's, shared by a test's requests).
 _TRACED = "checkout.lab.traced_keys"
-_ENTRIES = frozenset({Event.RECEIVED, PaymentEvent.ACCEPTED})
+_ENTRIES = frozenset({Event.RECEIVED, Event.ACCEPTED})
 
 
 def remember_traced(events: Sequence[AuditEvent]) -> None:

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from checkout.database import Base, UTCDateTime, insert_ignoring_conflicts, utcnow, writing
 from checkout.extensions import db
-from checkout.idempotency.audit import worker_name
+from checkout.idempotency.store import worker_name
 
 
 class LabWorker(Base):

@@ -10,17 +10,16 @@ charges. Its API twins: ``POST /api/lab/unsafe-orders`` and its refunds.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from flask import Blueprint, Response, redirect, render_template, url_for
 from flask.typing import ResponseReturnValue
 from wtforms import HiddenField
 
 from checkout.database import writing
-from checkout.extensions import csrf_exempt
+from checkout.extensions import csrf_exempt, once
 from checkout.i18n import _
-from checkout.idempotency import Scope, run
-from checkout.idempotency.types import Done, Refused
+from checkout.idempotency import NO_STORE, Done, Outcome, Refused
 from checkout.lab import lab_only
 from checkout.lab.mistakes.twin import twin
 from checkout.shop import carts, schemas
@@ -34,7 +33,6 @@ from checkout.shop.placement import (
     OrderRequest,
     PlaceOrder,
     a_new_key_per_request,
-    idempotency_settings,
 )
 from checkout.shop.schemas import RequestedLine
 
@@ -42,13 +40,13 @@ bp = lab_only(Blueprint("unsafe", __name__))
 
 # The shop's payment with no store: the one part this checkout swaps.
 UNSAFE_PATH = "unsafe"
-UNSAFE = replace(twin("unsafe", store=None), endpoint="POST /api/lab/unsafe-orders", path=UNSAFE_PATH)
+UNSAFE = replace(twin("unsafe", store=NO_STORE), endpoint="POST /api/lab/unsafe-orders", path=UNSAFE_PATH)
 UNSAFE_CHECKOUT = replace(UNSAFE, endpoint="POST /lab/unsafe-checkout")
 UNSAFE_REFUNDS = replace(
     REFUNDS,
     endpoint="POST /api/lab/unsafe-orders/<order_id>/refunds",
     path=UNSAFE_PATH,
-    store=None,
+    store=NO_STORE,
     order_key_of=a_new_key_per_request,
 )
 
@@ -105,13 +103,24 @@ def pay() -> ResponseReturnValue:
         items=tuple(RequestedLine(i, line.sku, line.quantity) for i, line in enumerate(cart.lines())),
         purchase_ref=form.purchase.data if schemas.is_purchase(form.purchase.data) else None,
     )
-    outcome = run(
-        Scope(browser_identity(), UNSAFE_CHECKOUT.endpoint, ""),
-        "",
-        PlaceOrder(request, BrowserResponder(), UNSAFE_CHECKOUT).phases(),
-        settings=idempotency_settings(),
-        store=None,
-    )
+    phases = PlaceOrder(request, BrowserResponder(), UNSAFE_CHECKOUT).phases()
+    answers = UnsafePage(form, cart.id, cart.version)
+    return once.respond(UNSAFE_CHECKOUT, phases, key="", body={}, customer=browser_identity(), answers=answers)
+
+
+@dataclass(frozen=True)
+class UnsafePage:
+    """What the unsafe checkout shows for the outcome: the order, or the form again (never a resumption)."""
+
+    form: UnsafeCheckoutForm
+    cart_id: int
+    version: int
+
+    def answer(self, outcome: Outcome, key: str) -> ResponseReturnValue:
+        return _answer(outcome, self.form, self.cart_id, self.version)
+
+
+def _answer(outcome: Outcome, form: UnsafeCheckoutForm, cart_id: int, version: int) -> ResponseReturnValue:
     if not isinstance(outcome, Done | Refused):
         return _render(
             form,
@@ -126,7 +135,7 @@ def pay() -> ResponseReturnValue:
     if said.order_url is None:  # out of stock, or a line no longer sold
         return _render(form, 422, error=_("Sold out. (Even the unsafe checkout cannot sell what it does not have.)"))
     with writing():
-        carts.close_paid_version(cart.id, cart.version)
+        carts.close_paid_version(cart_id, version)
     return redirect(said.order_url, 303)
 
 

@@ -15,13 +15,11 @@ from flask import Blueprint, Response, current_app, flash, jsonify, redirect, re
 from flask.typing import ResponseReturnValue
 from flask_babel import gettext as _
 
+from checkout.audit import IdempotencyRecord
 from checkout.database import table_of, utcnow, writing
-from checkout.extensions import db
+from checkout.extensions import db, once
 from checkout.gateway.relay import deliverer, webhook_url
-from checkout.idempotency import Scope, peek
-from checkout.idempotency.engine import purge
-from checkout.idempotency.models import IdempotencyRecord
-from checkout.idempotency.types import RecordView
+from checkout.idempotency import RecordView
 from checkout.lab import content, controls, damage, lab_only
 from checkout.lab.ledger import (
     COUNTER_LABELS,
@@ -42,7 +40,7 @@ from checkout.lab.tables import LabUntraced
 from checkout.shop import orders
 from checkout.shop.forms import EmptyForm
 from checkout.shop.identity import browser_identity
-from checkout.shop.placement import BROWSER_ENDPOINT, gateway, idempotency_settings
+from checkout.shop.placement import BROWSER, gateway
 from checkout.shop.reconcile import reconcile
 
 bp = lab_only(Blueprint("lab", __name__))
@@ -94,12 +92,10 @@ def _record_of(key: str | None, mine: bool) -> RecordView | None:
     if not key:
         return None
     if mine:
-        return peek(Scope(browser_identity(), BROWSER_ENDPOINT, key))
+        return once.peek(BROWSER, key, browser_identity())
     records = table_of(IdempotencyRecord)
-    found = db.session.execute(
-        sa.select(records.c.customer, records.c.endpoint).where(records.c.key == key).order_by(records.c.id.desc())
-    ).first()
-    return peek(Scope(found.customer, found.endpoint, key)) if found is not None else None
+    found = db.session.execute(sa.select(records).where(records.c.key == key).order_by(records.c.id.desc())).first()
+    return once.store.view(found) if found is not None else None
 
 
 def _live_context() -> dict[str, Any]:
@@ -162,7 +158,7 @@ def button_guard() -> ResponseReturnValue:
 @bp.post("/lab/kill-worker")
 def kill_worker() -> ResponseReturnValue:
     key = request.form.get("key", "")
-    record = peek(Scope(browser_identity(), BROWSER_ENDPOINT, key)) if key else None
+    record = once.peek(BROWSER, key, browser_identity()) if key else None
     if record is None:
         flash(_("There is no payment with that key in this browser."), "error")
         return redirect(url_for("lab.index"), 303)
@@ -207,7 +203,7 @@ def redeliver_webhook(event_id: str) -> ResponseReturnValue:
 
 @bp.post("/lab/reconcile")
 def reconcile_now() -> ResponseReturnValue:
-    results = reconcile(gateway(), idempotency_settings())
+    results = reconcile(gateway())
     done = [r for r in results if r.outcome != "skipped"]
     if done:
         finished = "; ".join(f"{r.order_id or r.key}: {r.outcome}" for r in done)
@@ -223,8 +219,8 @@ def reconcile_now() -> ResponseReturnValue:
 def purge_keys() -> ResponseReturnValue:
     """Exercise 15: ``idempotency purge`` run as if every key's lifetime had passed. Records in progress are kept
     (reconcile finishes them first), as the purge always keeps them."""
-    settings = idempotency_settings()
-    purged = purge(settings, expired_by=utcnow() + timedelta(seconds=settings.lifetime_seconds + 1))
+    lifetime = once.settings().lifetime_seconds
+    purged = once.store.purge(expired_by=utcnow() + timedelta(seconds=lifetime + 1))
     with writing():
         db.session.execute(sa.delete(LabUntraced))  # and the lab's list of refusals: no record to keep it by
     flash(

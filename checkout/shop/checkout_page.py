@@ -14,11 +14,9 @@ from flask.typing import ResponseReturnValue
 from flask_babel import gettext as _
 
 from checkout.database import writing
-from checkout.extensions import db
+from checkout.extensions import db, once
 from checkout.gateway.client import TEST_CARDS, pretty
-from checkout.idempotency import Scope, fingerprint, parse_key, peek, run
-from checkout.idempotency.keys import InvalidKey
-from checkout.idempotency.types import Done, InProgress, Mismatch, Outcome, Refused, Unfinished
+from checkout.idempotency import Done, InProgress, InvalidKey, Mismatch, Outcome, Refused, Unfinished, parse_key
 from checkout.shop import carts
 from checkout.shop.carts import CartView, purchase_of
 from checkout.shop.forms import CheckoutForm
@@ -28,15 +26,12 @@ from checkout.shop.orders import Line
 from checkout.shop.orders_page import remember_replay
 from checkout.shop.placement import (
     BROWSER,
-    BROWSER_ENDPOINT,
     BrowserOutcome,
     BrowserResponder,
     CartVersion,
     OrderRequest,
     PlaceOrder,
     find_order,
-    fingerprint_secret,
-    idempotency_settings,
 )
 
 bp = Blueprint("checkout", __name__)
@@ -45,10 +40,6 @@ CURRENCY = "USD"
 # How often the "still processing" page looks again (its text says "every second"). At most 1 s: Chromium and
 # WebKit then replace the page in the history; longer, it stays there, and Back from the order asks to resend.
 LOOK_AGAIN_SECONDS = 1
-
-
-def _scope(key: str) -> Scope:
-    return Scope(browser_identity(), BROWSER_ENDPOINT, key)
 
 
 @dataclass(frozen=True)
@@ -182,12 +173,11 @@ def pay() -> ResponseReturnValue:
         page = _current_page(cart) if cart and not cart.empty else Page((), key, 0)
         return _render(form, Page(page.lines, key, _int(form.cart_version.data) or page.version), 422)
 
-    scope = _scope(key)
     version, expected_total = _int(form.cart_version.data), _int(form.expected_total.data)
     if version is None or expected_total is None:
         return _out_of_date()
     cart = carts.current()
-    if peek(scope) is None and (cart is None or cart.empty or cart.version != version):
+    if once.peek(BROWSER, key, browser_identity()) is None and (cart is None or cart.empty or cart.version != version):
         # A first attempt must be for the cart as it is now. (A known key is answered from its
         # record, whatever the cart holds now: the back button, or finishing an earlier payment.)
         # No record and another cart: a stale form, or a late retry whose record was purged after
@@ -197,13 +187,6 @@ def pay() -> ResponseReturnValue:
             return late
         return _out_of_date(_("Your cart is empty.") if cart is None or cart.empty else None)
     card_number, email = form.card_digits(), form.normalized_email()
-    # The fingerprint covers the form: a resubmitted form matches, an edited one does not.
-    request_fingerprint = fingerprint(
-        fingerprint_secret(),
-        "POST",
-        BROWSER_ENDPOINT,
-        {"email": email, "card_number": card_number, "cart_version": version},
-    )
     customer_id = known_browser_customer_id()
     if customer_id is None:
         with writing():
@@ -216,14 +199,16 @@ def pay() -> ResponseReturnValue:
         cart=CartVersion(cart.id, version, expected_total) if cart is not None else None,
         purchase_ref=purchase_of(cart.public_id, version) if cart is not None else None,
     )
-    outcome = run(
-        scope,
-        request_fingerprint,
+    return once.respond(
+        BROWSER,
         PlaceOrder(order_request, BrowserResponder(), BROWSER).phases(),
-        settings=idempotency_settings(),
-        wait_seconds=float(current_app.config["CHECKOUT_BROWSER_WAIT_SECONDS"]),
+        key=key,
+        # The fingerprint covers the form: a resubmitted form matches, an edited one does not.
+        body={"email": email, "card_number": card_number, "cart_version": version},
+        customer=browser_identity(),
+        answers=CheckoutPage(form),
+        wait=float(current_app.config["CHECKOUT_BROWSER_WAIT_SECONDS"]),
     )
-    return _answer(outcome, form, scope)
 
 
 def _paid_order_of_version(cart: CartView | None, version: int) -> ResponseReturnValue | None:
@@ -247,7 +232,17 @@ def _to_placed(public_id: str, status: str) -> ResponseReturnValue:
     return redirect(order_url, 303)
 
 
-def _answer(outcome: Outcome, form: CheckoutForm, scope: Scope) -> ResponseReturnValue:
+@dataclass(frozen=True)
+class CheckoutPage:
+    """The page the shopper sees for each outcome, in place of the API's JSON."""
+
+    form: CheckoutForm
+
+    def answer(self, outcome: Outcome, key: str) -> ResponseReturnValue:
+        return _answer(outcome, self.form, key)
+
+
+def _answer(outcome: Outcome, form: CheckoutForm, key: str) -> ResponseReturnValue:
     """Turn the engine's outcome into the page the shopper sees."""
     match outcome:
         case Done(response=stored, replayed=replayed, duplicates=duplicates):
@@ -255,7 +250,7 @@ def _answer(outcome: Outcome, form: CheckoutForm, scope: Scope) -> ResponseRetur
         case Refused(response=stored):
             return _told(BrowserOutcome.from_stored(stored), form, pressed_again=False)
         case InProgress():
-            return _processing(scope.key)
+            return _processing(key)
         case Mismatch():
             return render_template(
                 "errors/error.html",
@@ -266,7 +261,7 @@ def _answer(outcome: Outcome, form: CheckoutForm, scope: Scope) -> ResponseRetur
                 ),
             ), 422
         case Unfinished(reference=reference, reason=reason, retry_after=retry_after):
-            page = Page(_lines_of_order(reference), scope.key, _int(form.cart_version.data) or 0)
+            page = Page(_lines_of_order(reference), key, _int(form.cart_version.data) or 0)
             message = _(
                 "We could not confirm your payment yet: %(reason)s. Press Pay to try again; "
                 "it finishes this same payment and never charges twice.",
@@ -333,7 +328,7 @@ def pending(key: str) -> ResponseReturnValue:
         key = parse_key(key)
     except InvalidKey:
         abort(404)
-    view = peek(_scope(key))
+    view = once.peek(BROWSER, key, browser_identity())
     if view is None:
         abort(404)
     if view.completed and view.response is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
@@ -16,17 +17,25 @@ from flask import Blueprint, abort, current_app, flash, redirect, render_templat
 from flask.typing import ResponseReturnValue
 from flask_babel import gettext as _
 
-from checkout.extensions import db
+from checkout.extensions import db, once
 from checkout.i18n import format_money
-from checkout.idempotency import Scope, fingerprint, parse_key, peek, run
-from checkout.idempotency.keys import InvalidKey
-from checkout.idempotency.types import Done, InProgress, Mismatch, Outcome, Refused, Unfinished
+from checkout.idempotency import (
+    Done,
+    InProgress,
+    InvalidKey,
+    Mismatch,
+    Outcome,
+    Pipeline,
+    Refused,
+    Unfinished,
+    parse_key,
+)
 from checkout.shop import schemas
 from checkout.shop.forms import CheckoutForm, RefundForm
 from checkout.shop.identity import browser_identity, known_browser_customer_id
 from checkout.shop.models import PENDING, REFUNDABLE, Order
 from checkout.shop.orders import refunds, refunds_where
-from checkout.shop.placement import BROWSER_ENDPOINT, fingerprint_secret, gateway, idempotency_settings
+from checkout.shop.placement import BROWSER, gateway
 from checkout.shop.refunds import BROWSER_REFUNDS, BrowserRefundResponder, PlaceRefund, RefundRequest
 
 bp = Blueprint("orders", __name__)
@@ -71,7 +80,7 @@ def _finish_form(order: Order) -> CheckoutForm | None:
     """The form that finishes this order's payment, if it is unfinished and nobody is working on it."""
     if order.status != PENDING or order.cart_version is None:
         return None
-    view = peek(Scope(order.customer.public_id, BROWSER_ENDPOINT, order.idempotency_key))
+    view = once.peek(BROWSER, order.idempotency_key, order.customer.public_id)
     if view is None or view.completed or view.lease_live:
         return None
     return CheckoutForm(
@@ -141,16 +150,31 @@ def refund(order_id: str) -> ResponseReturnValue:
     if not form.validate():
         return _render_order(order, 422, refund_form=form)
     amount = schemas.clean_dollars(form.amount.data)
-    outcome = run(
-        Scope(browser_identity(), BROWSER_REFUNDS, key),
-        fingerprint(fingerprint_secret(), "POST", BROWSER_REFUNDS, {"order_id": order_id, "amount_cents": amount}),
+    return once.respond(
+        REFUNDING,
         PlaceRefund(
             RefundRequest(order.customer_id, order_id, key, amount, ""), BrowserRefundResponder(), gateway()
         ).phases(),
-        settings=idempotency_settings(),
-        wait_seconds=float(current_app.config["CHECKOUT_BROWSER_WAIT_SECONDS"]),
+        key=key,
+        body={"order_id": order_id, "amount_cents": amount},
+        customer=browser_identity(),
+        answers=RefundPage(order, form),
+        wait=float(current_app.config["CHECKOUT_BROWSER_WAIT_SECONDS"]),
     )
-    return _refund_answer(outcome, order, form)
+
+
+REFUNDING = Pipeline(BROWSER_REFUNDS)
+
+
+@dataclass(frozen=True)
+class RefundPage:
+    """The order page, in place of the API's JSON, for each outcome of the refund form."""
+
+    order: Order
+    form: RefundForm
+
+    def answer(self, outcome: Outcome, key: str) -> ResponseReturnValue:
+        return _refund_answer(outcome, self.order, self.form)
 
 
 def _refund_answer(outcome: Outcome, order: Order, form: RefundForm) -> ResponseReturnValue:

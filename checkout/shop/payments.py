@@ -17,8 +17,7 @@ import sqlalchemy as sa
 from checkout.database import insert_ignoring_conflicts, public_id, table_of, utcnow
 from checkout.extensions import db
 from checkout.gateway import Gateway
-from checkout.idempotency import Complete, MoveTo, Operation, Refuse, StoredResponse, peek
-from checkout.idempotency.types import Step
+from checkout.idempotency import Complete, MoveTo, Operation, Refuse, Step, StoredResponse, key_reused
 from checkout.shop import schemas
 from checkout.shop.models import (
     PAYMENT_DECLINED,
@@ -40,7 +39,6 @@ from checkout.shop.placement import (
     ProblemKind,
     charge_once,
     gateway_key_for,
-    key_reused,
 )
 
 API_PAYMENTS = "POST /api/payments"
@@ -265,7 +263,7 @@ class ApiPaymentResponder:
 def _holder_answers_in(operation: Operation, holder: PaymentView, gateway: Gateway) -> int:
     """Seconds until the other key's call must have ended, bounded by its lease. Its card is not known here
     (this request's may differ), so not its expected time: the longest the shop waits for the gateway."""
-    view = peek(replace(operation.scope, key=holder.idempotency_key), operation.store)
+    view = operation.store.find(replace(operation.scope, key=holder.idempotency_key))
     if view is None or not view.lease_live:
         return 1  # let go (its answer was lost): its key's retry, or reconcile, finishes it
     return view.retry_after(utcnow(), gateway.timeout_seconds)

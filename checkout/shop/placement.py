@@ -18,24 +18,22 @@ import sqlalchemy as sa
 from flask import current_app
 
 from checkout.database import public_id, reading
-from checkout.errors import json_bytes, problem
+from checkout.errors import problem
 from checkout.gateway import CardDeclined, Charge, Gateway, GatewayTimeout, GatewayUnavailable, KeyVoided
 from checkout.i18n import N_
 from checkout.idempotency import (
+    STARTED,
     Complete,
     MoveTo,
     Operation,
     Phase,
+    Pipeline,
     Refuse,
     RetryLater,
-    Scope,
-    Settings,
+    Step,
     StoredResponse,
-    fingerprint,
+    json_bytes,
 )
-from checkout.idempotency.sql_store import SQL_STORE
-from checkout.idempotency.store import RecordStore
-from checkout.idempotency.types import STARTED, Step
 from checkout.shop import carts, orders, schemas
 from checkout.shop.models import DECLINED, FAILED, PAID, PENDING, WAS_PAID
 from checkout.shop.orders import Line, OrderView, price, total_of
@@ -65,7 +63,6 @@ class PaymentEvent(enum.StrEnum):
     OUT_OF_STOCK = "out_of_stock"
     ALREADY_PAID = "already_paid"  # POST /api/payments: the client's order is paid already, by another key
     RECONCILED = "reconciled"
-    ACCEPTED = "accepted"  # Prefer: respond-async: answered 202 with a Location to poll, not 409 or 503
 
 
 @dataclass(frozen=True)
@@ -107,26 +104,12 @@ def gateway_key_for(order_public_id: str) -> str:
     return f"charge-{order_public_id}"
 
 
-# --- the app's configured collaborators ---------------------------------------------------
-
-
-def idempotency_settings() -> Settings:
-    config = current_app.config
-    return Settings(
-        lease_seconds=float(config["CHECKOUT_LEASE_SECONDS"]),
-        lifetime_seconds=float(config["CHECKOUT_KEY_LIFETIME_SECONDS"]),
-        waiters_per_key=int(config["CHECKOUT_WAITERS_PER_KEY"]),
-    )
+# --- the app's configured collaborator ------------------------------------------------------
 
 
 def gateway() -> Gateway:
     gw: Gateway = current_app.extensions["checkout.gateway"]
     return gw
-
-
-def fingerprint_secret() -> str:
-    """Its own secret, not SECRET_KEY: the fingerprints cover card numbers."""
-    return str(current_app.config["CHECKOUT_FINGERPRINT_SECRET"])
 
 
 # --- the pipeline: one way to take a payment, its parts as parameters ----------------------
@@ -144,16 +127,6 @@ class Provider(Protocol):
     """Who takes the money: asked for an order under a GatewayCall; RetryLater when the outcome is unknown."""
 
     def charge(self, operation: Operation, order: OrderView, call: GatewayCall, card_number: str) -> GatewayAnswer: ...
-
-
-def per_customer(customer: str, endpoint: str, key: str) -> Scope:
-    """A key means something only for one customer on one endpoint."""
-    return Scope(customer, endpoint, key)
-
-
-def keyed_fingerprint(endpoint: str, body: dict[str, Any]) -> str:
-    """An HMAC of the normalised body (its own secret: it covers the card number), stored with the key."""
-    return fingerprint(fingerprint_secret(), "POST", endpoint, body)
 
 
 def from_the_order(order: OrderView) -> GatewayCall:
@@ -220,22 +193,19 @@ def ask(charge: Callable[[], Charge], **detail: str) -> GatewayAnswer:
 
 
 @dataclass(frozen=True)
-class Pipeline:
-    """One way to take a payment. The shop's is ``SAFE``; each of the lab's variants is ``SAFE`` with
-    one part swapped (checkout/lab/mistakes/twin.py), so a mistake is a diff of the real code."""
+class PaymentPipeline(Pipeline):
+    """One way to take a payment: the edge's rules (its store, scope and fingerprint) and who is charged under
+    which key. The shop's is ``SAFE``; each of the lab's variants is ``SAFE`` with one part swapped
+    (checkout/lab/mistakes/twin.py), so a mistake is a diff of the real code."""
 
-    endpoint: str
     path: str = "safe"  # its name, told with every order it places (orders.order_placed: the lab's accounts)
-    store: RecordStore | None = SQL_STORE  # None: no idempotency at all
-    scope_of: Callable[[str, str, str], Scope] = per_customer
-    fingerprint_of: Callable[[str, dict[str, Any]], str] = keyed_fingerprint
     gateway_call_of: Callable[[OrderView], GatewayCall] = from_the_order
     order_key_of: Callable[[str], str] = the_clients_key
     provider: Provider = field(default_factory=KeyedGateway)
 
 
-SAFE = Pipeline(API_ENDPOINT)  # POST /api/orders
-BROWSER = Pipeline(BROWSER_ENDPOINT)  # POST /checkout: the same parts
+SAFE = PaymentPipeline(API_ENDPOINT)  # POST /api/orders
+BROWSER = PaymentPipeline(BROWSER_ENDPOINT)  # POST /checkout: the same parts
 
 
 def find_order(customer_id: int, idempotency_key: str) -> OrderView | None:
@@ -289,7 +259,7 @@ class PlaceOrder(Phases[OrderView]):
     created: ClassVar[str] = ORDER_CREATED
     request: OrderRequest
     respond: Responder
-    pipeline: Pipeline
+    pipeline: PaymentPipeline
 
     # -- started: inside the claim's transaction ------------------------------------
 
@@ -369,7 +339,7 @@ class PlaceOrder(Phases[OrderView]):
 
 
 def _insert_order(
-    request: OrderRequest, pipeline: Pipeline, lines: tuple[Line, ...], currency: str
+    request: OrderRequest, pipeline: PaymentPipeline, lines: tuple[Line, ...], currency: str
 ) -> tuple[OrderView, bool]:
     """Insert the order; if its key or its cart version already has one, return that one instead."""
     order_id = public_id("ord")
@@ -496,15 +466,9 @@ class ProblemKind:
 CARD_DECLINED = ProblemKind(402, "Card declined", "card-declined")
 PAYMENT_ABANDONED = ProblemKind(402, "Payment not completed", "payment-abandoned")
 IN_PROGRESS = ProblemKind(409, "Request in progress", "idempotency-request-in-progress", come_back=True)
-KEY_REUSED = ProblemKind(422, "Idempotency-Key reused", "idempotency-key-reused")
 OUT_OF_DATE = ProblemKind(422, "Order out of date", "order-out-of-date")
 INVALID_ORDER = ProblemKind(422, "Invalid order", "validation-error")
 OUT_OF_STOCK = ProblemKind(422, "Out of stock", "out-of-stock")
-
-
-def key_reused() -> StoredResponse:
-    """The key was first used with a different request (every idempotent endpoint of the API)."""
-    return KEY_REUSED.stored("This Idempotency-Key was used with a different request; use a new key.")
 
 
 class Responder(Protocol):

@@ -13,10 +13,9 @@ from dataclasses import dataclass
 from flask import current_app
 
 from checkout.database import reading
+from checkout.extensions import once
 from checkout.gateway import Gateway
-from checkout.idempotency import Complete, RetryLater, Scope, Settings, take_over
-from checkout.idempotency.engine import abandoned
-from checkout.idempotency.types import Event, LeaseLost, RecordView
+from checkout.idempotency import Complete, Event, LeaseLost, RecordView, RetryLater, Scope, Settings
 from checkout.shop import orders, payments
 from checkout.shop.orders import OrderView
 from checkout.shop.payments import API_PAYMENTS, ApiPaymentResponder
@@ -60,17 +59,17 @@ def _order_of(reference: str) -> OrderView | None:
         return orders.by_public_id(reference)
 
 
-def reconcile_one(view: RecordView, gateway: Gateway, settings: Settings) -> Reconciled:
+def reconcile_one(view: RecordView, gateway: Gateway) -> Reconciled:
     if view.scope.endpoint in REFUND_RESPONDERS:
-        return _reconcile_refund(view, gateway, settings)
+        return _reconcile_refund(view, gateway)
     if view.scope.endpoint == API_PAYMENTS:
-        return _reconcile_payment(view, gateway, settings)
+        return _reconcile_payment(view, gateway)
     scope = view.scope
     skipped = Reconciled.of(scope, "skipped")
     respond = RESPONDERS.get(scope.endpoint)
     if respond is None:
         return skipped  # an endpoint this command does not know
-    operation = take_over(view, settings, by=Event.RECONCILE_STARTED)
+    operation = once.take_over(view, by=Event.RECONCILE_STARTED)
     if operation is None:
         return skipped  # a client's retry got there first: it will finish it
     try:
@@ -102,10 +101,11 @@ RECONCILERS = "checkout.reconcilers"
 Reconciler = Callable[[Gateway, Settings], list["Reconciled"]]
 
 
-def reconcile(gateway: Gateway, settings: Settings) -> list[Reconciled]:
+def reconcile(gateway: Gateway) -> list[Reconciled]:
+    settings = once.settings()
     with reading():
-        stale = abandoned(settings)
-    done = [reconcile_one(view, gateway, settings) for view in stale]
+        stale = once.store.abandoned(settings)
+    done = [reconcile_one(view, gateway) for view in stale]
     for finish_elsewhere in current_app.extensions.get(RECONCILERS, ()):
         done.extend(finish_elsewhere(gateway, settings))
     return done
@@ -117,10 +117,10 @@ REFUND_RESPONDERS: dict[str, RefundResponder] = {
 }
 
 
-def _reconcile_refund(view: RecordView, gateway: Gateway, settings: Settings) -> Reconciled:
+def _reconcile_refund(view: RecordView, gateway: Gateway) -> Reconciled:
     scope = view.scope
     skipped = Reconciled.of(scope, "skipped")
-    operation = take_over(view, settings, by=Event.RECONCILE_STARTED)
+    operation = once.take_over(view, by=Event.RECONCILE_STARTED)
     if operation is None:
         return skipped
     try:
@@ -144,11 +144,11 @@ def _reconcile_refund(view: RecordView, gateway: Gateway, settings: Settings) ->
     return Reconciled.of(scope, "refunded", refund.order_public_id)
 
 
-def _reconcile_payment(view: RecordView, gateway: Gateway, settings: Settings) -> Reconciled:
+def _reconcile_payment(view: RecordView, gateway: Gateway) -> Reconciled:
     """Fence an abandoned payment's gateway key, then end it as the gateway says (as for an order)."""
     scope = view.scope
     skipped = Reconciled.of(scope, "skipped")
-    operation = take_over(view, settings, by=Event.RECONCILE_STARTED)
+    operation = once.take_over(view, by=Event.RECONCILE_STARTED)
     if operation is None:
         return skipped  # a client's retry got there first: it will finish it
     try:

@@ -14,13 +14,11 @@ from typing import ClassVar, Protocol
 import sqlalchemy as sa
 
 from checkout.database import assert_idle, public_id, table_of, utcnow
-from checkout.errors import json_bytes
 from checkout.extensions import db
 from checkout.gateway import Gateway, GatewayTimeout, GatewayUnavailable
 from checkout.gateway import Refund as GatewayRefundAnswer
 from checkout.i18n import N_
-from checkout.idempotency import Complete, MoveTo, Operation, Refuse, RetryLater, StoredResponse
-from checkout.idempotency.types import Step
+from checkout.idempotency import Complete, MoveTo, Operation, Refuse, RetryLater, Step, StoredResponse, json_bytes
 from checkout.shop import orders, schemas
 from checkout.shop.models import (
     PARTIALLY_REFUNDED,

@@ -13,13 +13,11 @@ import sqlalchemy as sa
 from flask import Blueprint, Response, current_app, request
 
 from checkout import metrics
+from checkout.audit import IdempotencyRecord, note
 from checkout.database import insert_ignoring_conflicts, table_of, utcnow, writing
 from checkout.errors import Problem
 from checkout.extensions import csrf, db
 from checkout.gateway.signing import HEADER, verify
-from checkout.idempotency import Scope
-from checkout.idempotency.audit import note
-from checkout.idempotency.models import IdempotencyRecord
 from checkout.openapi import TOO_LARGE, described, problems
 from checkout.shop import orders, payments, refunds, schemas
 from checkout.shop.models import (
@@ -138,8 +136,7 @@ def _note_on_its_key(order: OrderView) -> None:
     if scope is None:
         return
     event = PaymentEvent.CHARGED if order.status == PAID else PaymentEvent.DECLINED
-    note(Scope(scope.customer, scope.endpoint, scope.key), event, order_id=order.public_id,
-         charge_id=order.charge_id, by="webhook")  # fmt: skip
+    note(scope, event, order_id=order.public_id, charge_id=order.charge_id, by="webhook")
 
 
 def _apply_to_payment(type_: str, reference: str, charge_id: str | None) -> tuple[str, dict[str, Any]]:

@@ -11,8 +11,8 @@ from flask import Flask
 from playwright.sync_api import Browser, Page, expect
 
 from checkout import client
+from checkout.audit import IdempotencyEvent, IdempotencyRecord
 from checkout.database import utcnow
-from checkout.idempotency.models import IdempotencyEvent, IdempotencyRecord
 from checkout.shop.models import Order
 from tests.browser.shopping import add_to_cart, fill_checkout, pay_and_lose_the_answer
 from tests.conftest import LiveServer

@@ -14,7 +14,7 @@ import pytest
 from flask import Flask
 from playwright.sync_api import Page, expect
 
-from checkout.idempotency.models import IdempotencyEvent
+from checkout.audit import IdempotencyEvent
 from checkout.lab.redis_store import REDIS_PATH
 from tests.conftest import LiveServer
 from tests.helpers import Ledger, wait_for

@@ -29,7 +29,7 @@ from checkout.lab.mistakes import (
     unscoped_key,
 )
 from checkout.lab.mistakes.twin import endpoint_of, path_of
-from checkout.shop.placement import Pipeline
+from checkout.shop.placement import PaymentPipeline
 
 SAFE_ENDPOINT = "POST /api/orders"
 ROOT = Path(__file__).resolve().parents[3]
@@ -77,14 +77,14 @@ class Mistake:
         return self.text.tests[0].partition("::")[2]
 
     @property
-    def pipeline(self) -> Pipeline:
+    def pipeline(self) -> PaymentPipeline:
         """The shop's pipeline with this mistake's one part swapped."""
-        found: Pipeline = self.module.PIPELINE
+        found: PaymentPipeline = self.module.PIPELINE
         return found
 
     @property
     def takes_key(self) -> bool:
-        return self.pipeline.store is not None
+        return self.pipeline.keyed
 
     @property
     def path(self) -> str:

@@ -9,18 +9,22 @@ import time
 
 import sqlalchemy as sa
 
-from checkout.database import Base, table_of
-from checkout.idempotency import Scope
-from checkout.idempotency.models import IdempotencyRecord, RecordColumns
+from checkout.database import Base
+from checkout.idempotency import RecordView, Scope
+from checkout.idempotency.models import record_columns, record_table
 from checkout.idempotency.sql_store import SqlStore
-from checkout.idempotency.types import RecordView
 from checkout.lab.mistakes.twin import twin
 
 
-class UnconstrainedRecord(RecordColumns, Base):
-    __tablename__ = "lab_unconstrained_records"
-    # THE MISTAKE: an index to find a key, and no UniqueConstraint("customer", "endpoint", "key") to refuse a second.
-    __table_args__ = (sa.Index("ix_lab_unconstrained_records_scope", "customer", "endpoint", "key"),)
+def unconstrained_table(metadata: sa.MetaData, name: str = "lab_unconstrained_records") -> sa.Table:
+    """The records' table, as the engine's own ``record_table`` makes it, but for one line."""
+    return sa.Table(
+        name,
+        metadata,
+        *record_columns(),
+        # THE MISTAKE: an index to find a key, and no UniqueConstraint("customer", "endpoint", "key") to refuse one.
+        sa.Index(f"ix_{name}_scope", "customer", "endpoint", "key"),
+    )
 
 
 class CheckThenInsertStore(SqlStore):
@@ -30,7 +34,7 @@ class CheckThenInsertStore(SqlStore):
     WINDOW_SECONDS = 0.5  # the gap between the check and the insert, widened so that a person hits it every time
 
     def __init__(self) -> None:
-        super().__init__(table_of(UnconstrainedRecord))
+        super().__init__(unconstrained_table(Base.metadata))
 
     def find(self, scope: Scope) -> RecordView | None:
         found = super().find(scope)
@@ -41,4 +45,4 @@ class CheckThenInsertStore(SqlStore):
 
 PIPELINE = twin("check-then-insert", store=CheckThenInsertStore())
 SWAPPED = "store"
-REPLACES = ((IdempotencyRecord, UnconstrainedRecord),)
+REPLACES = ((record_table, unconstrained_table),)

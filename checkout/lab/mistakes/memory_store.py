@@ -10,11 +10,10 @@ import time
 from dataclasses import replace
 
 from checkout.database import utcnow
-from checkout.idempotency import Complete, MoveTo, Scope, Settings
-from checkout.idempotency.audit import worker_name
+from checkout.idempotency import STARTED, Complete, LeaseLost, MoveTo, RecordView, Scope, Settings
 from checkout.idempotency.sql_store import SqlStore
-from checkout.idempotency.store import Held
-from checkout.idempotency.types import COMPLETED, FINISHED, IN_PROGRESS, STARTED, LeaseLost, RecordView
+from checkout.idempotency.store import Held, worker_name
+from checkout.idempotency.types import COMPLETED, FINISHED, IN_PROGRESS
 from checkout.lab.mistakes.twin import twin
 
 

@@ -1,4 +1,4 @@
-"""The twins' records: the engine's own columns and constraints, in the lab's own table, so
+"""The twins' records: the engine's own columns and constraint, in the lab's own table, so
 the shop's ``idempotency_records`` holds only the shop's. (check-then-insert keeps its own
 table, without the unique constraint: checkout/lab/mistakes/check_then_insert.py.)"""
 
@@ -7,9 +7,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from checkout.database import Base
-from checkout.idempotency.models import RecordColumns
+from checkout.idempotency.models import record_columns
 
-
-class LabRecord(RecordColumns, Base):
-    __tablename__ = "lab_records"
-    __table_args__ = (sa.UniqueConstraint("customer", "endpoint", "key"),)
+LAB_RECORDS = sa.Table(
+    "lab_records", Base.metadata, *record_columns(), sa.UniqueConstraint("customer", "endpoint", "key")
+)

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from checkout.idempotency.edge import keyed_fingerprint
 from checkout.lab.mistakes.twin import twin
-from checkout.shop.placement import keyed_fingerprint
 
 
 def nothing_of_the_request(endpoint: str, body: dict[str, Any]) -> str:

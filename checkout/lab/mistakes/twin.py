@@ -11,17 +11,16 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from checkout.database import table_of
 from checkout.idempotency.sql_store import SqlStore
-from checkout.lab.mistakes.models import LabRecord
-from checkout.shop.placement import SAFE, Pipeline, a_new_key_per_request
+from checkout.lab.mistakes.models import LAB_RECORDS
+from checkout.shop.placement import SAFE, PaymentPipeline, a_new_key_per_request
 
 
 class LabStore(SqlStore):
     """The shop's store over the lab's own table: what each wrong store swaps one method of."""
 
     def __init__(self) -> None:
-        super().__init__(table_of(LabRecord))
+        super().__init__(LAB_RECORDS)
 
 
 LAB_STORE = LabStore()
@@ -36,7 +35,7 @@ def endpoint_of(mistake: str) -> str:
     return f"POST /api/lab/mistakes/{mistake}/orders"
 
 
-def twin(name: str, **part: Any) -> Pipeline:
+def twin(name: str, **part: Any) -> PaymentPipeline:
     """``SAFE`` at the twin's endpoint, with the one part that is its mistake."""
     fields: dict[str, Any] = {"store": LAB_STORE, **part}
     return replace(SAFE, endpoint=endpoint_of(name), path=path_of(name), order_key_of=a_new_key_per_request, **fields)

@@ -6,8 +6,8 @@ The shop's payment with one part swapped; its page's words: content/<language>/m
 from __future__ import annotations
 
 from checkout.idempotency import Scope
+from checkout.idempotency.edge import per_customer
 from checkout.lab.mistakes.twin import twin
-from checkout.shop.placement import per_customer
 
 
 def the_key_alone(customer: str, endpoint: str, key: str) -> Scope:

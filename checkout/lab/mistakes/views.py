@@ -28,7 +28,7 @@ from checkout.extensions import csrf
 from checkout.gateway.client import TEST_CARDS, pretty
 from checkout.gateway.relay import shop_url
 from checkout.i18n import N_
-from checkout.idempotency.audit import worker_name
+from checkout.idempotency.store import worker_name
 from checkout.lab import damage, lab_only
 from checkout.lab.mistakes.catalog import BY_NAME, MISTAKES, SAFE_ENDPOINT, Mistake
 from checkout.shop.api import place_order, token_required

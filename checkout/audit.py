@@ -1,10 +1,10 @@
-"""The audit trail: every step of every operation, with the worker that took it.
+"""The audit trail: every step of every operation, with the worker that took it (the engine's ``noted`` signal).
 
 Events are written in the unit of work they describe (one INSERT, just before it commits); ``on_committed``
-subscribers (metrics, and the JSON log line of each event) hear only committed ones. Each carries its HTTP
+subscribers (metrics, the lab, and the JSON log line of each event) hear only committed ones. Each carries its HTTP
 request's tag. A log line never holds a card number: nothing the engine records holds one, and ``scrub`` redacts
 anything that can be one anyway.
-Design: docs/design.md#checkoutidempotencyauditpy-the-audit-trail
+Design: docs/design.md#checkoutauditpy-the-audit-trail
 """
 
 from __future__ import annotations
@@ -12,24 +12,71 @@ from __future__ import annotations
 import enum
 import json
 import logging
-import os
 import re
 import secrets
-import socket
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from datetime import datetime, timedelta
+from typing import Any, Protocol
 
-from flask import has_request_context
+import sqlalchemy as sa
+from flask import Flask, has_request_context
 from flask import request as http_request
 from sqlalchemy import event, insert
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Mapped, Session, mapped_column
 
-from checkout.database import table_of, utcnow
-from checkout.extensions import db
-from checkout.idempotency.models import IdempotencyEvent
-from checkout.idempotency.types import Event, Scope
+from checkout.database import Base, BigId, UTCDateTime, table_of, utcnow, writing
+from checkout.extensions import db, once
+from checkout.idempotency import Event, Scope
+from checkout.idempotency.signals import noted, purged
+from checkout.idempotency.store import worker_name
 
+
+class IdempotencyRecord(Base):
+    """The engine's record table (``once.records``), mapped for the lab's pages and the tests (typed here only)."""
+
+    __table__ = once.records
+    id: Mapped[int]
+    customer: Mapped[str]
+    endpoint: Mapped[str]
+    key: Mapped[str]
+    fingerprint: Mapped[str]
+    state: Mapped[str]
+    recovery_point: Mapped[str]
+    locked_by: Mapped[str | None]
+    worker: Mapped[str | None]
+    locked_until: Mapped[datetime | None]
+    reference: Mapped[str | None]
+    duplicates: Mapped[int]
+    response_status: Mapped[int | None]
+    response_headers: Mapped[dict[str, str] | None]
+    response_body: Mapped[bytes | None]
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+    completed_at: Mapped[datetime | None]
+    expires_at: Mapped[datetime]
+
+
+class IdempotencyEvent(Base):
+    """One step of one operation, for support and for the lab timeline."""
+
+    __tablename__ = "idempotency_events"
+    __table_args__ = (
+        sa.Index("ix_idempotency_events_scope", "customer", "endpoint", "key"),
+        sa.Index("ix_idempotency_events_created_at", "created_at"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    customer: Mapped[str] = mapped_column(sa.String(64))
+    endpoint: Mapped[str] = mapped_column(sa.String(100))
+    key: Mapped[str] = mapped_column(sa.String(255))
+    name: Mapped[str] = mapped_column(sa.String(32))
+    worker: Mapped[str] = mapped_column(sa.String(64))
+    detail: Mapped[dict[str, Any]] = mapped_column(sa.JSON, default=dict)
+
+
+_events = table_of(IdempotencyEvent)
 _PENDING = "checkout.audit"
 _COMMITTING = "checkout.audit.committing"
 
@@ -41,11 +88,6 @@ def on_committed(subscriber: Callable[[Sequence[AuditEvent]], None]) -> None:
     """Call ``subscriber`` with the events of every unit of work that commits (after it has)."""
     if subscriber not in _subscribers:
         _subscribers.append(subscriber)
-
-
-def worker_name() -> str:
-    """host:pid of this process (read each time: gunicorn forks workers after import)."""
-    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 REQUEST_TAG = "request"  # the detail naming the HTTP request that took a step
@@ -63,8 +105,20 @@ def request_tag() -> str | None:
     return str(tag)
 
 
-def note(scope: Scope, name: enum.StrEnum, **detail: Any) -> None:
-    """Add an audit event to the current unit of work (tagged with the HTTP request, if there is one).
+class Keyed(Protocol):
+    """What an event is noted under: a Scope, or a record's row (customer, endpoint, key)."""
+
+    @property
+    def customer(self) -> str: ...
+    @property
+    def endpoint(self) -> str: ...
+    @property
+    def key(self) -> str: ...
+
+
+def note(scope: Keyed, name: enum.StrEnum | str, **detail: Any) -> None:
+    """Add an audit event to the current unit of work (tagged with the HTTP request, if there is one): what the
+    engine's ``noted`` signal brings, and the steps the shop notes itself (reconcile, the gateway's webhook).
 
     A request with no key (the lab's unsafe twins) has no trail: the trail is kept per key.
     """
@@ -85,7 +139,39 @@ def note(scope: Scope, name: enum.StrEnum, **detail: Any) -> None:
     )
 
 
-_INSERT_EVENTS = insert(table_of(IdempotencyEvent))
+def _noted(_app: Flask, *, scope: Scope, name: str, detail: dict[str, Any]) -> None:
+    note(scope, name, **detail)
+
+
+def _purged(_app: Flask, *, scopes: Sequence[Scope]) -> None:
+    """The engine purged these completed records: their steps go with them, in the same unit of work."""
+    db.session.execute(
+        sa.delete(_events).where(
+            sa.tuple_(_events.c.customer, _events.c.endpoint, _events.c.key).in_(
+                [(s.customer, s.endpoint, s.key) for s in scopes]
+            )
+        )
+    )
+
+
+def purge_old_events(lifetime_seconds: float, batch: int = 5000) -> None:
+    """Events older than a key's lifetime (of records purged long ago, or of keys never stored), in batches."""
+    old = utcnow() - timedelta(seconds=lifetime_seconds)
+    gone = batch
+    while gone == batch:
+        with writing() as session:
+            gone = len(
+                session.execute(
+                    sa.delete(_events)
+                    .where(_events.c.id.in_(sa.select(_events.c.id).where(_events.c.created_at < old).limit(batch)))
+                    .returning(_events.c.id)
+                ).all()
+            )
+
+
+noted.connect(_noted)
+purged.connect(_purged)
+_INSERT_EVENTS = insert(_events)
 
 
 @event.listens_for(Session, "before_commit")
