@@ -11,7 +11,7 @@ INSTANCE ?= $(or $(CHECKOUT_INSTANCE_PATH),instance)
 TRANSLATIONS := checkout/translations
 
 .DEFAULT_GOAL := help
-.PHONY: help install run serve proxy test lint fuzz translations bench mutants migrate seed reset-lab browser screenshots mass clean
+.PHONY: help install run serve proxy test qa lint fuzz translations bench mutants migrate seed reset-lab browser screenshots mass clean
 
 ## List the targets.
 help:
@@ -82,15 +82,23 @@ browser:
 # Tests run in TEST_WORKERS processes (pytest-xdist); at most 3, one Redis database each (13, 14, 15).
 TEST_WORKERS ?= 2
 
-# The TypeScript example's one dependency (tests/browser/ts, run by the suite); without npm it is skipped.
-NODE_EXAMPLE := tests/browser/ts
-$(NODE_EXAMPLE)/node_modules/.package-lock.json: $(NODE_EXAMPLE)/package-lock.json
-	@if command -v npm >/dev/null 2>&1; then cd $(NODE_EXAMPLE) && npm ci --no-audit --no-fund --silent; \
-	else echo "no npm here: the TypeScript example is skipped (Debian or Ubuntu: apt-get install nodejs npm)"; fi
+# The TypeScript QA tests' one dependency (qa/ts, run by the suite); without npm they are skipped.
+QA_TS := qa/ts
+$(QA_TS)/node_modules/.package-lock.json: $(QA_TS)/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then cd $(QA_TS) && npm ci --no-audit --no-fund --silent; \
+	else echo "no npm here: the TypeScript QA tests are skipped (Debian or Ubuntu: apt-get install nodejs npm)"; fi
 
 ## The whole suite, browser tests included (TEST_DATABASE_URL=postgresql+psycopg://... for PostgreSQL).
-test: install browser $(NODE_EXAMPLE)/node_modules/.package-lock.json
+test: install browser $(QA_TS)/node_modules/.package-lock.json
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
+
+# The shop the QA tests drive: QA_URL, else make run's address.
+QA_URL ?= $(CHECKOUT_SHOP_URL)
+
+## The double-click tests of qa/ against a running shop (QA_URL=...), in Python, then TypeScript.
+qa: install browser $(QA_TS)/node_modules/.package-lock.json
+	cd qa && CHROMIUM_PATH=$${CHROMIUM_PATH:-$$(command -v chromium || true)} $(abspath $(BIN))/python -m pytest --base-url $(QA_URL) -p no:cacheprovider
+	@if command -v npx >/dev/null 2>&1; then cd $(QA_TS) && BASE_URL=$(QA_URL) CHROMIUM_PATH=$${CHROMIUM_PATH:-$$(command -v chromium || true)} npx playwright test; fi
 
 ## The mutation check: each layer of the defence turned off in a copy of the tree; its tests must fail.
 mutants: install browser
@@ -120,4 +128,4 @@ mass: install
 
 ## Remove the virtual environment and the development instance folder (database and secrets).
 clean:
-	rm -rf $(VENV) $(INSTANCE) .pytest_cache $(NODE_EXAMPLE)/node_modules
+	rm -rf $(VENV) $(INSTANCE) .pytest_cache $(QA_TS)/node_modules

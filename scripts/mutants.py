@@ -81,7 +81,9 @@ MUTATIONS: tuple[Mutation, ...] = (
         why="Layer 1, the client. The label still changes, so only a test that presses twice can tell.",
         edits=(Edit("static/checkout.js", "button.disabled = true;", "/* mutant: Pay stays enabled */"),),
         tests=(
-            "tests/browser/test_checkout_browser.py::test_a_double_click_on_pay_sends_one_post_and_places_one_order_and_one_charge",
+            # The QA folder's tests (qa/), Python and TypeScript, against a served shop of the mutated copy.
+            "tests/browser/test_qa_folder.py::test_the_python_qa_tests_pass_or_skip_saying_why_against_a_shop_with_its_lab_off",
+            "tests/browser/test_qa_folder.py::test_the_typescript_qa_tests_all_pass_against_a_shop_with_its_lab_on",
             "tests/test_layers.py::test_submitting_the_checkout_form_disables_the_pay_button",
         ),
     ),

@@ -18,6 +18,7 @@ PAGES = [
     ROOT / "CONTRIBUTING.md",
     ROOT / "content" / "README.md",
     ROOT / "tests" / "browser" / "README.md",
+    ROOT / "qa" / "README.md",
 ]
 PAGES += sorted((ROOT / "docs").glob("*.md"))
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")

@@ -1,0 +1,172 @@
+"""The QA folder (qa/), run as a QA engineer runs it, against a shop served as it is deployed: gunicorn and its
+two relays, with the lab on and with the lab off. In Python from a copy of the folder in an empty directory, with a
+virtual environment holding only its requirements.txt; in TypeScript with its one npm dependency."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from tests.browser.conftest import _system_chromium
+from tests.conftest import POSTGRES_URL, _postgres_schema_url, make_app
+from tests.relays import OUTBOX, WEBHOOKS, relay_forever
+from tests.servers import ROOT, gunicorn
+
+pytestmark = pytest.mark.slow
+
+QA = ROOT / "qa"
+PYTHON_TESTS, TYPESCRIPT_TESTS = 9, 8  # what each suite holds; with the lab off, one of each is skipped
+LAB_OFF_SKIP = "counts through the shop's lab"
+
+
+@contextmanager
+def fresh_database(folder: Path) -> Iterator[str]:
+    """A SQLite file, or a PostgreSQL schema of its own (dropped at the end)."""
+    if not POSTGRES_URL:
+        yield f"sqlite:///{folder / 'qa.sqlite3'}"
+        return
+    schema, admin = f"qa_{uuid.uuid4().hex[:12]}", sa.create_engine(POSTGRES_URL)
+    with admin.begin() as connection:
+        connection.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
+    try:
+        yield _postgres_schema_url(POSTGRES_URL, schema)
+    finally:
+        with admin.begin() as connection:
+            connection.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+@contextmanager
+def served_shop(folder: Path, *, lab: bool) -> Iterator[str]:
+    """The shop as deployed: a migrated, seeded database, gunicorn, the outbox relay and the webhook relay."""
+    instance = folder / "instance"
+    with ExitStack() as stack:
+        database_url = stack.enter_context(fresh_database(folder))
+        app = make_app(database_url, str(instance), CHECKOUT_LAB=lab)
+        settings = {
+            "CHECKOUT_INSTANCE_PATH": str(instance),
+            "CHECKOUT_LAB": str(lab).lower(),
+            "CHECKOUT_SLOW_CARD_SECONDS": "1.5",
+            "CHECKOUT_WEBHOOK_SECRET": str(app.config["CHECKOUT_WEBHOOK_SECRET"]),
+            "CHECKOUT_FINGERPRINT_SECRET": str(app.config["CHECKOUT_FINGERPRINT_SECRET"]),
+        }
+        [server] = stack.enter_context(gunicorn(database_url, instance, workers=2, settings=settings))
+        app.config["CHECKOUT_SHOP_URL"] = server.url  # where the webhook relay delivers
+        stack.enter_context(relay_forever(app, database_url, OUTBOX))
+        stack.enter_context(relay_forever(app, database_url, WEBHOOKS))
+        yield server.url
+
+
+@pytest.fixture(scope="module")
+def shop_with_its_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with served_shop(tmp_path_factory.mktemp("lab-on"), lab=True) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def shop_without_its_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with served_shop(tmp_path_factory.mktemp("lab-off"), lab=False) as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    found = _system_chromium()
+    if found is None:
+        pytest.skip("the QA tests run here on the system's Chromium (CHROMIUM_PATH or /usr/bin/chromium)")
+    return found
+
+
+def results_of(junit: Path) -> tuple[int, int, int, list[str]]:
+    """From pytest's JUnit XML: how many tests ran, failed (or errored), were skipped, and why each was skipped."""
+    cases = ET.parse(junit).getroot().iter("testcase")
+    ran, failed, reasons = 0, 0, []
+    for case in cases:
+        ran += 1
+        failed += case.find("failure") is not None or case.find("error") is not None
+        skipped = case.find("skipped")
+        if skipped is not None:
+            reasons.append(skipped.get("message", ""))
+    return ran, failed, len(reasons), reasons
+
+
+def run_python(folder: Path, python: str, url: str, chromium: str, junit: Path) -> tuple[int, int, int, list[str]]:
+    command = [python, "-m", "pytest", "--base-url", url, "-p", "no:cacheprovider", f"--junitxml={junit}", "-q"]
+    env = {**os.environ, "CHROMIUM_PATH": chromium}
+    env.pop("PYTHONPATH", None)
+    run = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=300)
+    assert junit.exists(), run.stdout[-3000:] + run.stderr[-2000:]
+    assert run.returncode in (0, 1), run.stdout[-3000:] + run.stderr[-2000:]  # 0: passed; 1: a test failed
+    return results_of(junit)
+
+
+def test_the_python_qa_tests_copied_into_an_empty_folder_all_pass_against_a_shop_with_its_lab_on(
+    shop_with_its_lab: str, chromium: str, tmp_path: Path
+) -> None:
+    copy = tmp_path / "qa"
+    shutil.copytree(QA, copy, ignore=shutil.ignore_patterns("ts", "__pycache__", ".pytest_cache", "test-results"))
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    install = subprocess.run(
+        [str(venv / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check", "-r", "requirements.txt"],
+        cwd=copy,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if install.returncode != 0:
+        pytest.skip(f"could not install qa/requirements.txt from the package index: {install.stderr[-500:]}")
+    hidden = subprocess.run([str(venv / "bin" / "python"), "-c", "import checkout"], cwd=copy, capture_output=True)
+    assert hidden.returncode != 0  # the copy stands alone: the project is nowhere to import
+    ran, failed, skipped, reasons = run_python(copy, str(venv / "bin" / "python"), shop_with_its_lab, chromium,
+                                               tmp_path / "junit.xml")  # fmt: skip
+    assert (ran, failed, skipped) == (PYTHON_TESTS, 0, 0), reasons
+
+
+def test_the_python_qa_tests_pass_or_skip_saying_why_against_a_shop_with_its_lab_off(
+    shop_without_its_lab: str, chromium: str, tmp_path: Path
+) -> None:
+    ran, failed, skipped, reasons = run_python(QA, sys.executable, shop_without_its_lab, chromium,
+                                               tmp_path / "junit.xml")  # fmt: skip
+    assert (ran, failed, skipped) == (PYTHON_TESTS, 0, 1)
+    assert all(LAB_OFF_SKIP in reason for reason in reasons), reasons
+
+
+def run_typescript(url: str, chromium: str) -> str:
+    npx = shutil.which("npx")
+    if npx is None:
+        pytest.skip("needs Node.js for the TypeScript QA tests (Debian or Ubuntu: apt-get install nodejs npm)")
+    if not (QA / "ts" / "node_modules" / "@playwright" / "test").is_dir():
+        pytest.skip("the TypeScript QA tests' dependency is not installed: make test runs npm ci in qa/ts")
+    run = subprocess.run(
+        [npx, "playwright", "test"],
+        cwd=QA / "ts",
+        env={**os.environ, "BASE_URL": url, "CHROMIUM_PATH": chromium, "CI": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    return run.stdout
+
+
+def test_the_typescript_qa_tests_all_pass_against_a_shop_with_its_lab_on(shop_with_its_lab: str, chromium: str) -> None:
+    output = run_typescript(shop_with_its_lab, chromium)
+    assert f"{TYPESCRIPT_TESTS} passed" in output and "skipped" not in output, output[-2000:]
+
+
+def test_the_typescript_qa_tests_pass_or_skip_against_a_shop_with_its_lab_off(
+    shop_without_its_lab: str, chromium: str
+) -> None:
+    output = run_typescript(shop_without_its_lab, chromium)
+    assert f"{TYPESCRIPT_TESTS - 1} passed" in output and "1 skipped" in output, output[-2000:]
