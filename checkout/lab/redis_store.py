@@ -31,11 +31,13 @@ from checkout.idempotency.types import COMPLETED, FINISHED, IN_PROGRESS
 from checkout.lab.tables import LabOrder
 from checkout.shop.models import PENDING, Customer, Order
 from checkout.shop.orders import by_public_id
-from checkout.shop.placement import PaymentEvent, settle
+from checkout.shop.placement import SAFE, PaymentEvent, settle
 from checkout.shop.reconcile import Reconciled, fence
 
 REDIS_PATH = "store:redis"
 REDIS_ENDPOINT = "POST /api/lab/stores/redis/orders"
+# The shop's pipeline with its store swapped: the route hands it this app's RedisStore (checkout/lab/stores.py).
+PIPELINE = replace(SAFE, endpoint=REDIS_ENDPOINT, path=REDIS_PATH)
 PREFIX = "checkout:idempotency:"
 
 # Beside each record, under its own prefix: the requests that arrived while its lease was live.
@@ -383,7 +385,7 @@ def _unrecorded(settings: Settings) -> list[tuple[Scope, str]]:
         .where(Order.status == PENDING, LabOrder.path == REDIS_PATH, Order.updated_at < quiet_since)
         .order_by(Order.id)
     ).all()
-    return [(Scope(customer, REDIS_ENDPOINT, str(key)), public_id) for customer, key, public_id in rows]
+    return [(PIPELINE.scope_of(customer, REDIS_ENDPOINT, str(key)), public_id) for customer, key, public_id in rows]
 
 
 def _reconcile_unrecorded(scope: Scope, public_id: str, gateway: Gateway) -> Reconciled:

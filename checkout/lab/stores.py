@@ -14,10 +14,17 @@ from checkout.errors import problem
 from checkout.extensions import csrf, db
 from checkout.i18n import _, ngettext
 from checkout.lab import damage, lab_only
-from checkout.lab.redis_store import REDIS_ENDPOINT, REDIS_PATH, RedisUnavailable, StoreStatus, status, store
+from checkout.lab.redis_store import (
+    PIPELINE,
+    REDIS_ENDPOINT,
+    REDIS_PATH,
+    RedisUnavailable,
+    StoreStatus,
+    status,
+    store,
+)
 from checkout.shop.api import place_order, token_required
 from checkout.shop.forms import EmptyForm
-from checkout.shop.placement import SAFE
 
 api_bp = lab_only(Blueprint("redis_store_api", __name__))
 csrf.exempt(api_bp)  # bearer tokens, like the API
@@ -46,7 +53,7 @@ def create_order() -> Response:
     except RedisUnavailable as missing:
         return _unavailable(f"This route keeps its records in Redis, and {missing}.", retry=False)
     try:
-        return place_order(replace(SAFE, endpoint=REDIS_ENDPOINT, path=REDIS_PATH, store=redis_store))
+        return place_order(replace(PIPELINE, store=redis_store))
     except redis.RedisError as error:
         db.session.rollback()
         return _unavailable(

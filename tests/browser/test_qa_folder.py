@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from flask import Flask
 
+from checkout.extensions import db
 from tests.browser.conftest import _system_chromium
 from tests.conftest import POSTGRES_URL, _postgres_schema_url, make_app
 from tests.relays import OUTBOX, WEBHOOKS, relay_forever
@@ -64,7 +66,15 @@ def served_shop(folder: Path, *, lab: bool) -> Iterator[str]:
         app.config["CHECKOUT_SHOP_URL"] = server.url  # where the webhook relay delivers
         stack.enter_context(relay_forever(app, database_url, OUTBOX))
         stack.enter_context(relay_forever(app, database_url, WEBHOOKS))
+        stack.callback(forget, app)
         yield server.url
+
+
+def forget(app: Flask) -> None:
+    """Close the connections the seeding app opened, before the garbage collector finds them in another test."""
+    with app.app_context():
+        db.session.remove()
+        db.engine.dispose()
 
 
 @pytest.fixture(scope="module")
