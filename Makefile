@@ -11,7 +11,7 @@ INSTANCE ?= $(or $(CHECKOUT_INSTANCE_PATH),instance)
 TRANSLATIONS := checkout/translations
 
 .DEFAULT_GOAL := help
-.PHONY: help install run serve proxy test qa lint fuzz translations bench mutants migrate seed reset-lab browser screenshots mass clean
+.PHONY: help install run serve proxy test check qa lint fuzz translations bench mutants migrate seed reset-lab browser screenshots mass clean
 
 ## List the targets.
 help:
@@ -79,8 +79,10 @@ reset-lab: install
 browser:
 	@scripts/ensure-browser
 
-# Tests run in TEST_WORKERS processes (pytest-xdist); at most 3, one Redis database each (13, 14, 15).
-TEST_WORKERS ?= 2
+# Tests run in TEST_WORKERS processes (pytest-xdist), each taking the next test when it is free (worksteal): more
+# processes than cores, since many tests wait on a server or a browser. At most 4: one Redis database each (12-15).
+TEST_WORKERS ?= 4
+PYTEST := $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal
 
 # The TypeScript QA tests' one dependency (qa/ts, run by the suite); without npm they are skipped.
 QA_TS := qa/ts
@@ -90,7 +92,11 @@ $(QA_TS)/node_modules/.package-lock.json: $(QA_TS)/package-lock.json
 
 ## The whole suite, browser tests included (TEST_DATABASE_URL=postgresql+psycopg://... for PostgreSQL).
 test: install browser $(QA_TS)/node_modules/.package-lock.json
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
+	$(PYTEST) $(PYTEST_ARGS)
+
+## The tests that run in process (no server, no browser): about a minute, for the edit-run loop.
+check: install
+	$(PYTEST) -m "not browser and not server" $(PYTEST_ARGS)
 
 # The shop the QA tests drive: QA_URL, else make run's address.
 QA_URL ?= $(CHECKOUT_SHOP_URL)
@@ -128,4 +134,4 @@ mass: install
 
 ## Remove the virtual environment and the development instance folder (database and secrets).
 clean:
-	rm -rf $(VENV) $(INSTANCE) .pytest_cache $(QA_TS)/node_modules
+	rm -rf $(VENV) .qa-venv $(INSTANCE) .pytest_cache $(QA_TS)/node_modules

@@ -49,7 +49,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 BROWSER_TESTS = "tests/browser/"
 COPY_IGNORES = shutil.ignore_patterns(
-    ".venv", ".git", "__pycache__", "*.pyc", ".pytest_cache", ".mypy_cache", ".ruff_cache", "instance", "test-results"
+    ".venv",
+    ".qa-venv",
+    ".git",
+    "__pycache__",
+    "*.pyc",
+    ".pytest_cache",
+    ".mypy_cache",
+    ".ruff_cache",
+    "instance",
+    "test-results",
 )
 PYTEST_TIMEOUT_SECONDS = 900
 MESSAGE_WIDTH = 120

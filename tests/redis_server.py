@@ -1,6 +1,6 @@
 """The Redis the tests use: a database index of their own, flushed before and after each test.
 
-``TEST_REDIS_URL`` (default ``redis://127.0.0.1:6379/13``) names it. Tests
+``TEST_REDIS_URL`` (default ``redis://127.0.0.1:6379/12``) names it. Tests
 flush it (FLUSHDB), so it must never be database 0: the URL is refused if it
 is. Run in parallel (pytest-xdist), worker N uses the index after it by N, so
 no worker flushes another's keys. Without an answering Redis the tests that
@@ -17,7 +17,7 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 import redis
 
-DEFAULT_URL = "redis://127.0.0.1:6379/13"
+DEFAULT_URL = "redis://127.0.0.1:6379/12"
 
 
 def redis_url_for_tests() -> str:

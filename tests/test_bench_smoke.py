@@ -21,6 +21,8 @@ from checkout.audit import IdempotencyRecord
 from checkout.idempotency.types import COMPLETED
 from tests.conftest import POSTGRES_URL
 
+pytestmark = pytest.mark.server
+
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "scripts" / "bench.py"
 

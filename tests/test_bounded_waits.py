@@ -129,9 +129,9 @@ def test_every_transaction_runs_read_committed_whatever_the_connection_options_s
 ) -> None:
     # writing() goes on in the read transaction before it, which is the same as a new one only under
     # READ COMMITTED: a server default or PGOPTIONS asking for REPEATABLE READ must not change that.
-    repeatable = database_url.replace(
-        "options=", "options=-c%20default_transaction_isolation%3Drepeatable%5C%20read%20"
-    )
+    url = sa.make_url(database_url)
+    asking = " ".join([r"-c default_transaction_isolation=repeatable\ read", url.query.get("options", "")]).strip()
+    repeatable = url.update_query_dict({"options": asking}).render_as_string(hide_password=False)
     app = make_app(repeatable, str(tmp_path / "instance"))
     with app.app_context():
         asked = db.session.execute(sa.text("SHOW default_transaction_isolation")).scalar()

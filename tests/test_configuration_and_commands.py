@@ -199,6 +199,7 @@ def test_checkout_outbox_relay_thread_the_old_development_default_still_starts_t
     assert app.config["CHECKOUT_OUTBOX_RELAY"] is True
 
 
+@pytest.mark.server
 def test_the_flask_command_says_what_to_fix_in_one_line_per_setting_not_a_traceback(tmp_path: Any) -> None:
     env = {
         **{name: value for name, value in os.environ.items() if not name.startswith("CHECKOUT_")},

@@ -23,7 +23,7 @@ from tests.helpers import race
 from tests.http import Reply, post_json, send
 from tests.servers import ROOT, free_port
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.server]
 
 EXAMPLE = ROOT / "examples" / "minimal"
 # Taken out of the import machinery in the copy's processes: the editable install that makes `checkout` importable.

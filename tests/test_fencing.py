@@ -38,6 +38,7 @@ def assert_paid_if_and_only_if_one_succeeded_charge(ledger: Ledger) -> None:
         assert paid == (succeeded.count(order.public_id) == 1), (order.public_id, order.status, succeeded)
 
 
+@pytest.mark.server
 @pytest.mark.slow
 @pytest.mark.parametrize("moment", ["before it charged", "after it charged"])
 def test_a_worker_stopped_inside_the_gateway_call_never_leaves_a_failed_order_beside_a_charge(

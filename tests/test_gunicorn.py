@@ -37,7 +37,7 @@ from tests.helpers import (
 from tests.http import post_json, send
 from tests.servers import gunicorn
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.server]
 
 # A lease that runs out soon after a worker dies; it must outlive the gateway's timeout plus the slow card.
 SHORT_LEASE = {

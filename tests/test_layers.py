@@ -68,6 +68,7 @@ console.log(JSON.stringify({
 """
 
 
+@pytest.mark.server
 @pytest.mark.skipif(NODE is None, reason="needs Node.js (node) to run static/checkout.js outside a browser")
 def test_submitting_the_checkout_form_disables_the_pay_button() -> None:
     """The button guard, on its own: once the form is submitted, Pay cannot be pressed again."""

@@ -233,6 +233,7 @@ def test_a_relay_killed_between_sending_and_marking_sends_again_with_the_same_me
     assert "sent 0" in last.stdout and len(maildir_files(app)) == 2
 
 
+@pytest.mark.server
 def test_relay_forever_sends_and_stops_cleanly_on_sigterm(app: Flask, database_url: str, ledger: Ledger) -> None:
     enqueue_message(app)
     process = subprocess.Popen(

@@ -155,6 +155,7 @@ def test_a_sent_email_and_the_checkout_latency_are_counted(app: Flask, client: F
     assert scraped_from(client)[CONFIRMATIONS] == 1
 
 
+@pytest.mark.server
 @pytest.mark.slow
 def test_emails_sent_by_the_separate_relay_process_are_counted_by_the_web_app(
     client: FlaskClient, database_url: str
@@ -217,6 +218,7 @@ def scraped(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     }
 
 
+@pytest.mark.server
 @pytest.mark.slow
 def test_every_worker_answers_metrics_with_the_whole_servers_counts(
     app: Flask, database_url: str, tmp_path: Path

@@ -14,7 +14,7 @@ from flask import Flask
 from tests.helpers import wait_for
 from tests.servers import gunicorn
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.server]
 
 
 @pytest.fixture

@@ -350,6 +350,7 @@ def test_new_gateway_key_per_attempt_charges_every_retry_after_a_lost_answer_and
     assert safe_damage == Damage(1, 1, 0, 0)
 
 
+@pytest.mark.server
 @pytest.mark.slow
 def test_memory_store_pays_once_per_gunicorn_worker_and_the_safe_path_once(
     app: Flask, database_url: str, tmp_path: Path

@@ -49,6 +49,7 @@ def test_a_web_app_starts_no_thread_at_creation_nor_at_its_requests(database_url
     assert started == []
 
 
+@pytest.mark.server
 @pytest.mark.slow
 def test_gunicorn_workers_relay_nothing_and_the_two_relay_processes_everything(
     app: Flask, database_url: str, tmp_path: Path, ledger: Ledger
@@ -63,8 +64,8 @@ def test_gunicorn_workers_relay_nothing_and_the_two_relay_processes_everything(
             assert send("GET", f"{server.url}/").status == 200
         assert len(ledger.rows(OutboxMessage)) == 1 and len(ledger.rows(GatewayEvent)) == 1
         # Proving an absence takes a wait: the threads this replaces polled every 1 s (webhooks) and 2 s
-        # (mail) from a worker's first request; 5 s is more than two of their rounds.
-        threading.Event().wait(5)
+        # (mail) from a worker's first request; 2.5 s is two rounds of the one and a round of the other.
+        threading.Event().wait(2.5)
         assert sent(ledger) == [] and delivered(ledger) == []
 
         app.config["CHECKOUT_SHOP_URL"] = server.url  # where the webhook relay delivers
@@ -75,6 +76,7 @@ def test_gunicorn_workers_relay_nothing_and_the_two_relay_processes_everything(
     assert event.last_status == 200
 
 
+@pytest.mark.server
 def test_outbox_relay_forever_sends_to_a_real_smtp_server_and_stops_cleanly_on_sigterm(
     app: Flask, database_url: str, ledger: Ledger
 ) -> None:
@@ -92,6 +94,7 @@ def test_outbox_relay_forever_sends_to_a_real_smtp_server_and_stops_cleanly_on_s
     assert len(recorder.received()) == 1  # stopping sent nothing twice
 
 
+@pytest.mark.server
 def test_gateway_deliver_forever_delivers_a_webhook_to_a_live_shop_and_stops_cleanly_on_ctrl_c(
     app: Flask, client: FlaskClient, live_server: LiveServer, database_url: str, ledger: Ledger
 ) -> None:

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "reset_lab.py"
 HOLD_OPEN = "import sys; f = open(sys.argv[1], 'rb'); print('open', flush=True); sys.stdin.read()"
@@ -15,6 +17,7 @@ def _reset(database: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, str(SCRIPT), str(database)], capture_output=True, text=True, check=False)
 
 
+@pytest.mark.server
 def test_reset_lab_refuses_while_a_running_process_has_the_database_open(tmp_path: Path) -> None:
     database = tmp_path / "checkout.sqlite3"
     database.write_bytes(b"the workshop's data")

@@ -90,6 +90,7 @@ def order_status(ledger: Ledger) -> str:
 # --- the webhook relay ---------------------------------------------------------------------
 
 
+@pytest.mark.server
 def test_a_forged_host_on_the_first_request_never_changes_where_the_relay_delivers(
     app: Flask,
     client: FlaskClient,

@@ -14,7 +14,7 @@ from tests.browser.shopping import add_to_cart, fill_checkout
 from tests.helpers import SLOW_CARD, Ledger, wait_for
 from tests.proxies import NEEDS_NGINX, proxied_shop
 
-pytestmark = [pytest.mark.slow, NEEDS_NGINX]
+pytestmark = [pytest.mark.slow, NEEDS_NGINX, pytest.mark.server]
 
 ORDER_URL = re.compile(r"/orders/ord_[0-9a-f]+$")
 

@@ -4,6 +4,7 @@ virtual environment holding only its requirements.txt; in TypeScript with its on
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -24,7 +25,7 @@ from tests.conftest import POSTGRES_URL, _postgres_schema_url, make_app
 from tests.relays import OUTBOX, WEBHOOKS, relay_forever
 from tests.servers import ROOT, gunicorn
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.server]
 
 QA = ROOT / "qa"
 PYTHON_TESTS, TYPESCRIPT_TESTS = 9, 8  # what each suite holds; with the lab off, one of each is skipped
@@ -58,7 +59,7 @@ def served_shop(folder: Path, *, lab: bool) -> Iterator[str]:
         settings = {
             "CHECKOUT_INSTANCE_PATH": str(instance),
             "CHECKOUT_LAB": str(lab).lower(),
-            "CHECKOUT_SLOW_CARD_SECONDS": "1.5",
+            "CHECKOUT_SLOW_CARD_SECONDS": "1",
             "CHECKOUT_WEBHOOK_SECRET": str(app.config["CHECKOUT_WEBHOOK_SECRET"]),
             "CHECKOUT_FINGERPRINT_SECRET": str(app.config["CHECKOUT_FINGERPRINT_SECRET"]),
         }
@@ -110,6 +111,28 @@ def results_of(junit: Path) -> tuple[int, int, int, list[str]]:
     return ran, failed, len(reasons), reasons
 
 
+QA_VENV = ROOT / ".qa-venv"  # kept between runs (gitignored): made again when requirements.txt changes
+
+
+def venv_of(requirements: Path) -> Path:
+    """A virtual environment holding only what ``requirements`` lists (nothing of this project's)."""
+    stamp = hashlib.sha256(requirements.read_bytes() + sys.version.encode()).hexdigest()
+    if (QA_VENV / "stamp").exists() and (QA_VENV / "stamp").read_text() == stamp:
+        return QA_VENV
+    shutil.rmtree(QA_VENV, ignore_errors=True)
+    subprocess.run([sys.executable, "-m", "venv", str(QA_VENV)], check=True, timeout=120)
+    install = subprocess.run(
+        [str(QA_VENV / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check", "-r", str(requirements)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if install.returncode != 0:
+        pytest.skip(f"could not install qa/requirements.txt from the package index: {install.stderr[-500:]}")
+    (QA_VENV / "stamp").write_text(stamp)
+    return QA_VENV
+
+
 def run_python(folder: Path, python: str, url: str, chromium: str, junit: Path) -> tuple[int, int, int, list[str]]:
     command = [python, "-m", "pytest", "--base-url", url, "-p", "no:cacheprovider", f"--junitxml={junit}", "-q"]
     env = {**os.environ, "CHROMIUM_PATH": chromium}
@@ -125,17 +148,7 @@ def test_the_python_qa_tests_copied_into_an_empty_folder_all_pass_against_a_shop
 ) -> None:
     copy = tmp_path / "qa"
     shutil.copytree(QA, copy, ignore=shutil.ignore_patterns("ts", "__pycache__", ".pytest_cache", "test-results"))
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-    install = subprocess.run(
-        [str(venv / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check", "-r", "requirements.txt"],
-        cwd=copy,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    if install.returncode != 0:
-        pytest.skip(f"could not install qa/requirements.txt from the package index: {install.stderr[-500:]}")
+    venv = venv_of(copy / "requirements.txt")
     hidden = subprocess.run([str(venv / "bin" / "python"), "-c", "import checkout"], cwd=copy, capture_output=True)
     assert hidden.returncode != 0  # the copy stands alone: the project is nowhere to import
     ran, failed, skipped, reasons = run_python(copy, str(venv / "bin" / "python"), shop_with_its_lab, chromium,
