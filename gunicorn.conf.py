@@ -43,6 +43,7 @@ def post_fork(server, worker):
             for engine in sqlalchemy.engines.values():
                 engine.dispose(close=False)
 
+
 # Metrics: each worker counts in its own process; prometheus-client adds up the files every
 # worker writes into one folder (its multiprocess mode). A fresh folder per start, so no count
 # survives from an earlier run. The master and its workers share a lock on the folder's
