@@ -45,14 +45,17 @@ seed: migrate
 	$(FLASK) seed
 
 # make run and make serve start a Procfile's processes with honcho, in one terminal (Ctrl-C stops all):
-# the web server, then the outbox relay and the webhook relay, each its own process. The Procfile names
-# commands as an activated venv would; honcho gives web PORT. CHECKOUT_OUTBOX_RELAY=off (exercise 9):
-# no outbox relay, you run it by hand.
-OUTBOX_RELAY_OFF := $(filter off false no 0,$(shell printf '%s' '$(CHECKOUT_OUTBOX_RELAY)' | tr -d '[:space:]' | tr '[:upper:]' '[:lower:]'))
-PROCESSES := $(strip web $(if $(OUTBOX_RELAY_OFF),,outbox) webhooks)
+# the web server, the outbox relay, the webhook relay, the events' publisher and the loyalty consumer, each its
+# own process. The Procfile names commands as an activated venv would; honcho gives web PORT.
+# CHECKOUT_OUTBOX_RELAY=off (exercise 9) or CHECKOUT_LOYALTY_CONSUMER=off (exercise 17): that one is left out,
+# you run it by hand.
+is_off = $(filter off false no 0,$(shell printf '%s' '$(1)' | tr -d '[:space:]' | tr '[:upper:]' '[:lower:]'))
+OUTBOX_RELAY_OFF := $(call is_off,$(CHECKOUT_OUTBOX_RELAY))
+LOYALTY_CONSUMER_OFF := $(call is_off,$(CHECKOUT_LOYALTY_CONSUMER))
+PROCESSES := $(strip web $(if $(OUTBOX_RELAY_OFF),,outbox) webhooks events $(if $(LOYALTY_CONSUMER_OFF),,loyalty))
 HONCHO := PATH="$(abspath $(BIN)):$$PATH" PYTHONUNBUFFERED=1 HOST=$(HOST) CHECKOUT_SHOP_URL=$(CHECKOUT_SHOP_URL) $(BIN)/honcho
 
-## Serve the shop on http://127.0.0.1:5000 with SQLite, and its two relays (Procfile; HOST=..., PORT=... to change).
+## Serve the shop on http://127.0.0.1:5000 with SQLite, its relays and its consumer (Procfile; HOST=..., PORT=... to change).
 run: seed
 	$(HONCHO) start -f Procfile --port $(PORT) $(PROCESSES)
 

@@ -48,6 +48,8 @@ def create_app(config: Mapping[str, Any] | None = None, *, instance_path: str | 
 
     # Import the models so SQLAlchemy and Alembic see every table.
     from checkout import audit as _audit  # noqa: F401  (the audit trail's table, and the records' mapping)
+    from checkout.events import inbox as _inbox  # noqa: F401
+    from checkout.events import outbox as _events_outbox  # noqa: F401
     from checkout.gateway import Gateway
     from checkout.gateway import models as _gateway_models  # noqa: F401
     from checkout.lab import servers as _lab_servers  # noqa: F401  (the lab_workers table)
@@ -55,6 +57,8 @@ def create_app(config: Mapping[str, Any] | None = None, *, instance_path: str | 
     from checkout.lab.mistakes import check_then_insert as _unconstrained  # noqa: F401  (its table is its mistake)
     from checkout.lab.mistakes import models as _mistake_models  # noqa: F401
     from checkout.mail import outbox as _mail_outbox  # noqa: F401
+    from checkout.shop import compensation as _compensation  # noqa: F401
+    from checkout.shop import loyalty
     from checkout.shop import models as _shop_models  # noqa: F401
 
     with app.app_context():
@@ -73,6 +77,7 @@ def create_app(config: Mapping[str, Any] | None = None, *, instance_path: str | 
     from checkout.metrics import register_metrics
 
     register_deliverer(app)
+    loyalty.register(app)  # the loyalty consumer's queue, which the events' publisher declares
     register_rate_limits(app)
     register_i18n(app)
     register_metrics(app)
@@ -97,12 +102,13 @@ def register_blueprints(app: Flask) -> None:
     token, and say the lab is there."""
     from checkout.openapi import bp as openapi_bp
     from checkout.shop.api import bp as api_bp
+    from checkout.shop.cart_api import bp as cart_api_bp
     from checkout.shop.checkout_page import bp as checkout_bp
     from checkout.shop.orders_page import bp as orders_bp
     from checkout.shop.storefront import bp as shop_bp
     from checkout.shop.webhooks import bp as webhooks_bp
 
-    for blueprint in (shop_bp, checkout_bp, orders_bp, api_bp, webhooks_bp, openapi_bp):
+    for blueprint in (shop_bp, checkout_bp, orders_bp, api_bp, cart_api_bp, webhooks_bp, openapi_bp):
         app.register_blueprint(blueprint)
     if app.config["CHECKOUT_LAB"]:
         register_lab_blueprints(app)
@@ -110,8 +116,11 @@ def register_blueprints(app: Flask) -> None:
 
 def register_lab_blueprints(app: Flask) -> None:
     from checkout.audit import on_committed
+    from checkout.lab import messages
+    from checkout.lab.compensation import bp as compensation_bp
     from checkout.lab.legacy import bp as legacy_gateway_bp
     from checkout.lab.mailbox import bp as mailbox_bp
+    from checkout.lab.methods import bp as methods_bp
     from checkout.lab.mistakes.views import bp as mistakes_bp
     from checkout.lab.redis_store import reconcile_redis_store
     from checkout.lab.requests import bp as requests_bp
@@ -125,13 +134,14 @@ def register_lab_blueprints(app: Flask) -> None:
     from checkout.shop.reconcile import RECONCILERS
 
     app.extensions.setdefault(RECONCILERS, []).append(reconcile_redis_store)  # its payments have no SQL record
+    messages.register(app)  # the loyalty consumer's wrong twin: a queue of its own, bound to the same events
     listen(app)  # the lab's own rows beside the shop's: which checkout placed each order, the stock seeded
     on_committed(remember_traced)  # which keys a request's trail holds: the lab notes the refusals it lacks
     from checkout.lab.controls import template_switches
 
     app.context_processor(template_switches)  # the Pay button guard switch, for the checkout page
-    lab = (lab_bp, unsafe_bp, mailbox_bp, legacy_gateway_bp, redis_store_api_bp, redis_store_bp)
-    for blueprint in (*lab, mistakes_bp, requests_bp):
+    lab = (lab_bp, unsafe_bp, mailbox_bp, legacy_gateway_bp, redis_store_api_bp, redis_store_bp, messages.bp)
+    for blueprint in (*lab, methods_bp, compensation_bp, mistakes_bp, requests_bp):
         app.register_blueprint(blueprint)
     register_server_name(app)  # behind a proxy, the lab's timeline says which server took each step
 

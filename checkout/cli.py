@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -12,11 +13,14 @@ from flask.cli import AppGroup
 
 from checkout.audit import purge_old_events
 from checkout.database import writing
+from checkout.events.commands import events
 from checkout.extensions import once
 from checkout.forever import run_forever
+from checkout.gateway import Refund
 from checkout.gateway.relay import INTERVAL_SECONDS as GATEWAY_INTERVAL_SECONDS
 from checkout.gateway.relay import deliverer, webhook_url
 from checkout.mail.relay import INTERVAL_SECONDS as OUTBOX_INTERVAL_SECONDS
+from checkout.shop.compensation import REFUNDED, Orphan, compensate_all
 from checkout.shop.placement import gateway
 from checkout.shop.reconcile import reconcile
 from checkout.shop.reconciliation_report import reconciliation_report
@@ -72,7 +76,10 @@ def register_commands(app: Flask) -> None:
         results = reconcile(gateway())
         for result in results:
             click.echo(str(result))
-        click.echo(f"reconciled {sum(r.outcome != 'skipped' for r in results)} abandoned operations")
+        finished = [r for r in results if r.endpoint != "compensation"]
+        click.echo(f"reconciled {sum(r.outcome != 'skipped' for r in finished)} abandoned operations")
+        if compensated := [r for r in results if r.endpoint == "compensation"]:
+            click.echo(f"compensated {sum(r.outcome == REFUNDED for r in compensated)} orphan charge(s)")
 
     app.cli.add_command(idempotency)
 
@@ -107,6 +114,22 @@ def register_commands(app: Flask) -> None:
         else:
             deliver_due()
 
+    @gateway_commands.command("compensate")
+    @click.option(
+        "--crash-after-refund", is_flag=True, help="Workshop: refund ONE orphan charge, then die before recording it."
+    )
+    def compensate_command(crash_after_refund: bool) -> None:
+        """Refund each orphan charge (made for an order that ended unpaid) once, under compensate-<charge id>."""
+
+        def dying(orphan: Orphan, refund: Refund) -> None:
+            click.echo(f"refunded {orphan.charge_id} ({refund.id}); dying now, before recording it", err=True)
+            os._exit(1)
+
+        done = compensate_all(gateway(), after_refund=dying if crash_after_refund else None)
+        for compensated in done:
+            click.echo(str(compensated))
+        click.echo(f"compensated {sum(c.outcome == REFUNDED for c in done)} orphan charge(s)")
+
     @gateway_commands.command("reconcile-report")
     def reconcile_report_command() -> None:
         """Compare the shop's ledger with the gateway's: exit 0 when they agree, 1 with the list when not."""
@@ -133,3 +156,4 @@ def register_commands(app: Flask) -> None:
         relay(forever=forever, crash_after_send=crash_after_send, interval=interval)
 
     app.cli.add_command(outbox)
+    app.cli.add_command(events)

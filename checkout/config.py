@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import secrets
 from collections.abc import Mapping
 from contextlib import suppress
@@ -87,6 +88,22 @@ def _server_name(name: str) -> str:
     """A short label (``app-1``): it names a server in the lab's timeline."""
     if len(name) > 64 or any(not character.isprintable() for character in name):
         raise ValueError(f"must be at most 64 printable characters, not {name!r}")
+    return name
+
+
+def _amqp_url(url: str) -> str:
+    """amqp(s)://user:password@host:port/vhost, or off (the events wait in the outbox, and the lab says so)."""
+    if url.lower() in ("", "off"):
+        return ""
+    parts = urlsplit(url)
+    if parts.scheme not in ("amqp", "amqps") or not parts.hostname:
+        raise ValueError(f"must be an amqp:// or amqps:// URL with a host, or off, not {url!r}")
+    return url
+
+
+def _amqp_name(name: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9_.:-]{1,100}", name):
+        raise ValueError(f"must be 1 to 100 letters, digits or _.:- (an exchange name), not {name!r}")
     return name
 
 
@@ -179,6 +196,12 @@ class Settings(BaseSettings):
     outbox_relay: Annotated[bool, BeforeValidator(_relay)] = True
     """off: make run, make serve and make proxy start no outbox relay process (exercise 9 runs it by hand);
     "thread", the old name of the development default, means on: the relay is its own process now"""
+    amqp_url: Annotated[str, AfterValidator(_amqp_url)] = "amqp://guest:guest@127.0.0.1:5672/%2F"
+    """RabbitMQ, where the order-paid events go (amqp:// or amqps://); off: they wait in the outbox"""
+    amqp_exchange: Annotated[str, AfterValidator(_amqp_name)] = "checkout"
+    """the exchange the events are published to; its queues are named after it (checkout.loyalty)"""
+    loyalty_consumer: Boolean = True
+    """off: make run, make serve and make proxy start no loyalty consumer process (exercise 17 runs it by hand)"""
     secret_key: str = Field("", validation_alias="SECRET_KEY", exclude=True)
     """Flask's, not a CHECKOUT_* setting: here because production's rules compare the secrets"""
 

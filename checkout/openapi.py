@@ -136,6 +136,11 @@ TAGS = [
         "description": "The articles' own request: a payment for your `orderId`, once per key, and one succeeded "
         "payment per `orderId`.",
     },
+    {
+        "name": "cart",
+        "description": "HTTP's own idempotency: PUT sets a line and DELETE removes it, so a repeat changes nothing "
+        "and needs no key; POST adds to a line, an increment, once per `Idempotency-Key` if it carries one.",
+    },
     {"name": "webhooks", "description": "What the payment gateway posts to the shop."},
 ]
 PARAMETERS = {
@@ -146,6 +151,14 @@ PARAMETERS = {
         "description": "One per operation, the same on every retry of it: 16 to 255 visible ASCII characters (a "
         "UUID4 is a good choice), optionally as a quoted string (RFC 8941). A comma separates header field "
         "values, so a key holding one reads as two keys: 400.",
+        "schema": {"type": "string", "minLength": 16, "maxLength": 257},
+    },
+    "OptionalIdempotencyKey": {
+        "name": "Idempotency-Key",
+        "in": "header",
+        "required": False,
+        "description": "Optional here: without it the POST is an increment, and each one adds; with it (16 to 255 "
+        "visible ASCII characters), the first answer is stored and every retry with the key replays it.",
         "schema": {"type": "string", "minLength": 16, "maxLength": 257},
     },
     "Prefer": {
@@ -182,6 +195,8 @@ ANSWER_HEADERS = {"202": ("Location", "Retry-After", "Preference-Applied"), "401
 KEYED_ANSWER_HEADERS = {"201": ("Location", "Idempotent-Replayed", "Preference-Applied"),
                         "402": ("Idempotent-Replayed",), "422": ("Idempotent-Replayed",)}  # fmt: skip
 EMPTY_BODY_ALLOWED = {"refundOrder"}  # no body: refund all that is left
+KEYED_PARAMETERS: tuple[str, ...] = ("IdempotencyKey", "Prefer")
+OPTIONAL_KEY = {"addCartLine"}  # an increment: once per key if it has one, else each time
 TEST_CARDS = (
     " Test cards: 4242 4242 4242 4242 succeeds, 4000 0000 0000 0002 declines, …0119 fails once, …0259 loses its "
     "first answer, …0077 is slow."
@@ -193,14 +208,18 @@ def _finish(document: dict[str, Any], production: bool) -> dict[str, Any]:
     for path, operations in document["paths"].items():
         for method, operation in operations.items():
             keyed = method == "post" and path.startswith("/api/")
+            optional = operation["operationId"] in OPTIONAL_KEY
             if keyed:
-                operation["parameters"] += [{"$ref": f"#/components/parameters/{name}"} for name in PARAMETERS]
+                keyed_names = ("OptionalIdempotencyKey",) if optional else KEYED_PARAMETERS
+                operation["parameters"] += [{"$ref": f"#/components/parameters/{name}"} for name in keyed_names]
             if operation["operationId"] in EMPTY_BODY_ALLOWED:
                 operation["requestBody"]["required"] = False
             for status, answer in operation["responses"].items():
                 if int(status) >= 400:
                     answer["content"] = {PROBLEM: answer["content"][JSON]}
                 names = ANSWER_HEADERS.get(status, ()) + (KEYED_ANSWER_HEADERS.get(status, ()) if keyed else ())
+                if optional and status == "200":
+                    names += ("Idempotent-Replayed",)
                 if path == "/api/payments" and status == "409":
                     names += ("Idempotent-Replayed",)  # `order-already-paid` is an outcome: stored, replayed
                 if names:

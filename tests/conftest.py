@@ -28,6 +28,7 @@ from checkout.database import writing
 from checkout.extensions import db
 from checkout.shop.seed import seed
 from tests.helpers import Ledger
+from tests.rabbitmq import Rabbit, rabbit_for
 from tests.relays import OUTBOX, WEBHOOKS, RelayProcess, relay_forever
 
 POSTGRES_URL = os.environ.get("TEST_DATABASE_URL", "")
@@ -46,12 +47,17 @@ def _instance_folder(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def database_url(tmp_path: Any) -> Iterator[str]:
-    """A clean database for one test: a SQLite file (``make_app`` makes it a copy of the first one it seeded), or
-    a fresh PostgreSQL schema. (A database copied from a seeded template per test was tried on PostgreSQL: its
-    DROP DATABASE waits on checkpoints when four workers drop at once, and cost more than the schema it saved.)"""
+def database_url(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[str]:
+    """A clean database for one test. SQLite: a file (``make_app`` makes it a copy of the first one it seeded).
+    PostgreSQL: for a test that takes ``app``, this process's own schema, emptied and seeded again (some 30 ms,
+    where creating a schema's tables takes 150 on this machine, most of it the server's); for any other test (its
+    own tables, its migrations), a fresh empty schema."""
     if not POSTGRES_URL:
         yield f"sqlite:///{tmp_path / 'test.sqlite3'}"
+        return
+    if "app" in request.fixturenames:
+        overrides = request.getfixturevalue("app_overrides")
+        yield _postgres_schema_again(parse_bool(overrides.get("CHECKOUT_LAB", os.environ.get("CHECKOUT_LAB", True))))
         return
     schema = f"t_{uuid.uuid4().hex[:12]}"
     admin = sa.create_engine(POSTGRES_URL)
@@ -63,6 +69,42 @@ def database_url(tmp_path: Any) -> Iterator[str]:
         with admin.begin() as conn:
             conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
         admin.dispose()
+
+
+_SEEDED: dict[str, bool] = {}  # a PostgreSQL schema's URL -> whether it was seeded with the lab on
+_SEEDERS: dict[bool, Flask] = {}  # the app that seeds it again, with the lab on and off
+
+
+def _postgres_schema_again(lab: bool) -> str:
+    """This process's schema for apps with the lab on (or off): made and seeded once, then emptied row by row
+    and seeded again before each test (nothing of the last test's stays: its servers and apps are gone)."""
+    seeder = _SEEDERS.get(lab)
+    if seeder is None:
+        schema = f"again_{os.getpid()}_{int(lab)}"
+        admin = sa.create_engine(POSTGRES_URL)
+        with admin.begin() as conn:
+            conn.execute(sa.text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+            conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
+        admin.dispose()
+        atexit.register(_drop_schema, schema)
+        url = _postgres_schema_url(POSTGRES_URL, schema)
+        _SEEDERS[lab] = make_app(url, tempfile.mkdtemp(prefix="checkout-seeder-"), CHECKOUT_LAB=lab)
+        _SEEDED[url] = lab
+        return url
+    with seeder.app_context():
+        with db.engine.begin() as connection:
+            connection.exec_driver_sql(";".join(f'DELETE FROM "{t.name}"' for t in reversed(db.metadata.sorted_tables)))
+        with writing():
+            seed(demo_customers=True)
+        db.session.remove()
+    return str(seeder.config["SQLALCHEMY_DATABASE_URI"])
+
+
+def _drop_schema(schema: str) -> None:
+    admin = sa.create_engine(POSTGRES_URL)
+    with admin.begin() as conn:
+        conn.execute(sa.text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+    admin.dispose()
 
 
 def make_app(database_url: str, instance_path: str, **overrides: Any) -> Flask:
@@ -77,6 +119,7 @@ def make_app(database_url: str, instance_path: str, **overrides: Any) -> Flask:
         "CHECKOUT_SLOW_CARD_SECONDS": 1.5,
         "CHECKOUT_BROWSER_WAIT_SECONDS": 8.0,
         "CHECKOUT_WEBHOOK_SECRET": "test-webhook-secret",
+        "CHECKOUT_AMQP_URL": "off",  # no test talks to RabbitMQ unless it asks (tests/rabbitmq.py)
         **overrides,
     }
     target = _new_sqlite_file(database_url)
@@ -86,7 +129,7 @@ def make_app(database_url: str, instance_path: str, **overrides: Any) -> Flask:
         shutil.copyfile(template, target)
         target.chmod(0o600)
     app = create_app(config, instance_path=instance_path)
-    if template is not None and app.config["CHECKOUT_LAB"] == lab:
+    if (template is not None or _SEEDED.get(database_url) is lab) and app.config["CHECKOUT_LAB"] == lab:
         return app
     with app.app_context():
         db.create_all()  # tests only; the app's schema comes from migrations
@@ -131,6 +174,13 @@ def app(database_url: str, tmp_path: Any, app_overrides: dict[str, Any]) -> Iter
     with app.app_context():
         db.session.remove()
         db.engine.dispose()
+
+
+@pytest.fixture
+def rabbit(app: Flask, database_url: str) -> Iterator[Rabbit]:
+    """RabbitMQ for this test, on an exchange of its own (skipped if none answers): tests/rabbitmq.py."""
+    with rabbit_for(app, database_url) as found:
+        yield found
 
 
 @pytest.fixture

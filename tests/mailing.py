@@ -119,6 +119,8 @@ def relay_environment(app: Flask, database_url: str) -> dict[str, str]:
         "CHECKOUT_SHOP_URL": str(app.config["CHECKOUT_SHOP_URL"]),
         "CHECKOUT_WEBHOOK_SECRET": str(app.config["CHECKOUT_WEBHOOK_SECRET"]),
     }
+    env["CHECKOUT_AMQP_URL"] = str(app.config["CHECKOUT_AMQP_URL"]) or "off"
+    env["CHECKOUT_AMQP_EXCHANGE"] = str(app.config["CHECKOUT_AMQP_EXCHANGE"])
     if app.config["CHECKOUT_SMTP_URL"]:
         env["CHECKOUT_SMTP_URL"] = app.config["CHECKOUT_SMTP_URL"]
     return env

@@ -118,10 +118,12 @@ def test_gateway_deliver_forever_delivers_a_webhook_to_a_live_shop_and_stops_cle
 )
 def test_each_procfile_has_the_web_server_and_both_relays_as_processes(procfile: str, web: str) -> None:
     processes = parse_procfile((ROOT / procfile).read_text()).processes
-    assert list(processes) == ["web", "outbox", "webhooks"]
+    assert list(processes) == ["web", "outbox", "webhooks", "events", "loyalty"]
     assert processes["web"].startswith(f"exec {web}")
     assert processes["outbox"] == "exec flask --app checkout outbox relay --forever"
     assert processes["webhooks"] == "exec flask --app checkout gateway deliver --forever"
+    assert processes["events"] == "exec flask --app checkout events publish --forever"
+    assert processes["loyalty"] == "exec flask --app checkout events consume loyalty --forever"
 
 
 def make_dry_run(target: str, **variables: str) -> str:
@@ -142,11 +144,17 @@ def make_dry_run(target: str, **variables: str) -> str:
 @pytest.mark.parametrize(("target", "procfile"), [("run", "Procfile"), ("serve", "Procfile.serve")])
 def test_make_run_and_serve_start_the_web_server_and_both_relays_on_host_and_port(target: str, procfile: str) -> None:
     line = make_dry_run(target, HOST="127.0.0.2", PORT="5099")
-    assert line.endswith(f"honcho start -f {procfile} --port 5099 web outbox webhooks")
+    assert line.endswith(f"honcho start -f {procfile} --port 5099 web outbox webhooks events loyalty")
     assert "HOST=127.0.0.2" in line and "CHECKOUT_SHOP_URL=http://127.0.0.2:5099" in line
 
 
 @pytest.mark.parametrize("off", ["off", "OFF", "false", "0"])
 def test_checkout_outbox_relay_off_leaves_the_outbox_relay_out_of_make_run(off: str) -> None:
     # Exercise 9: "CHECKOUT_OUTBOX_RELAY=off make run", then the relay by hand.
-    assert make_dry_run("run", CHECKOUT_OUTBOX_RELAY=off).endswith("--port 5000 web webhooks")
+    assert make_dry_run("run", CHECKOUT_OUTBOX_RELAY=off).endswith("--port 5000 web webhooks events loyalty")
+
+
+@pytest.mark.parametrize("off", ["off", "No"])
+def test_checkout_loyalty_consumer_off_leaves_the_consumer_out_of_make_run(off: str) -> None:
+    # Exercise 17: "CHECKOUT_LOYALTY_CONSUMER=off make run", then the consumer by hand, killed before its ack.
+    assert make_dry_run("run", CHECKOUT_LOYALTY_CONSUMER=off).endswith("--port 5000 web outbox webhooks events")

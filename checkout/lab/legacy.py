@@ -16,6 +16,7 @@ from checkout.extensions import csrf
 from checkout.gateway.legacy import LegacyGateway
 from checkout.idempotency import Operation
 from checkout.lab import damage, lab_only
+from checkout.shop import compensation
 from checkout.shop.api import place_order, token_required
 from checkout.shop.orders import OrderView
 from checkout.shop.placement import SAFE, GatewayAnswer, GatewayCall, ask
@@ -111,5 +112,12 @@ def reconciliation() -> str:
     report, totals = reconciliation_report(), damage.by_path()
     paths = [(twin.path, totals.get(twin.path)) for twin in (LEGACY, NO_LOOKUP)]
     return render_template(
-        "lab/reconciliation.html", report=report, kinds=KINDS, legacy=LEGACY, no_lookup=NO_LOOKUP, paths=paths
+        "lab/reconciliation.html",
+        report=report,
+        kinds=KINDS,
+        legacy=LEGACY,
+        no_lookup=NO_LOOKUP,
+        paths=paths,
+        orphans=compensation.orphans(),
+        compensations=compensation.recent(),
     )

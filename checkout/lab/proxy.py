@@ -35,7 +35,13 @@ TEMPLATE = ROOT / "deploy" / "nginx" / "checkout.conf.template"
 SERVER_NAMES = ("app-1", "app-2")
 READ_TIMEOUT = "1s"  # shorter than the slow card (CHECKOUT_SLOW_CARD_SECONDS, 3 s): the workshop sees the resend
 # The Procfile's relays: one of each is enough for the one database both servers share (they claim before they send).
-RELAYS = (("outbox", ("outbox", "relay", "--forever")), ("webhooks", ("gateway", "deliver", "--forever")))
+RELAYS = (
+    ("outbox", ("outbox", "relay", "--forever")),
+    ("webhooks", ("gateway", "deliver", "--forever")),
+    ("events", ("events", "publish", "--forever")),
+    ("loyalty", ("events", "consume", "loyalty", "--forever")),
+)
+SWITCHES = {"outbox": "CHECKOUT_OUTBOX_RELAY", "loyalty": "CHECKOUT_LOYALTY_CONSUMER"}  # off: run it by hand
 HOW_TO_GET_NGINX = """\
 make proxy needs nginx, and there is none on this machine (looked in PATH, /usr/sbin, /usr/local/sbin).
   Debian or Ubuntu:  sudo apt-get install nginx
@@ -291,9 +297,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"make proxy needs {', '.join(taken)}: stop what serves there, or pick another PORT.", file=sys.stderr)
         return 1
     try:
-        relays = [relay for relay in RELAYS if relay[0] != "outbox" or _outbox_relay_on()]
+        relays = [relay for relay in RELAYS if _switched_on(relay[0])]
     except ValueError as problem:
-        print(f"CHECKOUT_OUTBOX_RELAY is not valid: {problem}", file=sys.stderr)
+        print(f"CHECKOUT_OUTBOX_RELAY or CHECKOUT_LOYALTY_CONSUMER is not valid: {problem}", file=sys.stderr)
         return 1
     shop_url = os.environ.get("CHECKOUT_SHOP_URL") or f"http://{args.listen}"
     prefix = _instance_folder() / "proxy"
@@ -357,9 +363,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _outbox_relay_on() -> bool:
-    """CHECKOUT_OUTBOX_RELAY, read as the app reads it (off for exercise 9, which relays by hand)."""
-    return parse_bool(os.environ.get("CHECKOUT_OUTBOX_RELAY", "true"))
+def _switched_on(process: str) -> bool:
+    """CHECKOUT_OUTBOX_RELAY or CHECKOUT_LOYALTY_CONSUMER, read as the app reads it (off for exercises 9 and 17,
+    which run that process by hand)."""
+    setting = SWITCHES.get(process)
+    return setting is None or parse_bool(os.environ.get(setting, "true"))
 
 
 if __name__ == "__main__":

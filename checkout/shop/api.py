@@ -2,7 +2,7 @@
 ``Idempotency-Key`` header: orders, refunds, and the articles' own request, payments.
 
 Every idempotent POST goes the same way: the key (``read_key``, a 400 first), the body
-(``_read_json``), its fields, then the engine's edge, ``once.respond``, with the endpoint's
+(``read_json``), its fields, then the engine's edge, ``once.respond``, with the endpoint's
 pipeline and phases and the validated body its fingerprint covers."""
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ bearer.verify_token(_token_holder)
 bearer.error_handler(_unauthorized)
 
 
-def _customer() -> ApiCustomer:
+def current_customer() -> ApiCustomer:
     """The request's customer (a view under ``@token_required`` has one)."""
     customer: ApiCustomer = bearer.current_user()
     return customer
@@ -82,7 +82,7 @@ def products() -> Response:
 @token_required
 def list_orders() -> Response:
     """Your orders, newest first"""
-    customer = _customer()
+    customer = current_customer()
     key = request.args.get("idempotency_key")
     return _json([schemas.Order.of(view_of(order)) for order in orders_of(customer.id, key)])
 
@@ -92,7 +92,7 @@ def list_orders() -> Response:
 @token_required
 def get_order(order_id: str) -> Response:
     """One of your orders"""
-    customer = _customer()
+    customer = current_customer()
     order = order_of(customer.id, order_id)
     if order is None:
         raise Problem(404, "Not found", "No such order for this customer.")
@@ -103,7 +103,7 @@ def _keyed_json(empty_is: Any = None, *, takes_key: bool = True) -> tuple[str, A
     """The request's key and JSON body, in that order of refusal (400 for the key, then 415, 400);
     ``takes_key=False`` leaves the Idempotency-Key header unread (the key is ""): no store to keep it."""
     key = read_key() if takes_key else ""
-    return key, _read_json() if empty_is is None else _read_json(empty_is=empty_is)
+    return key, read_json() if empty_is is None else read_json(empty_is=empty_is)
 
 
 @dataclass(frozen=True)
@@ -159,7 +159,7 @@ def _not_json(constant: str) -> NoReturn:
     raise ValueError(f"{constant} is not JSON")
 
 
-def _read_json(empty_is: Any = _NOTHING) -> Any:
+def read_json(empty_is: Any = _NOTHING) -> Any:
     """The body as JSON (415 if it is not JSON, 400 if it is malformed); ``empty_is``, when given, stands for
     an empty body."""
     data = request.get_data(cache=False)
@@ -199,7 +199,7 @@ def create_order() -> Response:
 def place_order(pipeline: PaymentPipeline) -> Response:
     """``POST /api/orders`` through ``pipeline``: the shop's own, or one of the lab's variants (the
     same reading, the same answers; only the pipeline's one swapped part differs)."""
-    customer = _customer()
+    customer = current_customer()
     key, body = _keyed_json(takes_key=pipeline.keyed)
     parsed = schemas.parse_order(body)  # a 422 stores nothing: the client may fix the body and reuse the key
     order_request = OrderRequest(
@@ -257,7 +257,7 @@ REFUNDS = PaymentPipeline(API_REFUNDS)
 
 def refund_order(order_id: str, pipeline: PaymentPipeline) -> Response:
     """``POST /api/orders/<id>/refunds`` through ``pipeline`` (its store, scope, fingerprint and key rule)."""
-    customer = _customer()
+    customer = current_customer()
     key, body = _keyed_json(empty_is={}, takes_key=pipeline.keyed)
     parsed = schemas.parse(schemas.RefundRequest, body, "Invalid refund")
     if order_of(customer.id, order_id) is None:
@@ -284,7 +284,7 @@ def refund_order(order_id: str, pipeline: PaymentPipeline) -> Response:
 @token_required
 def get_refund(order_id: str, refund_id: str) -> Response:
     """One refund of one of your orders"""
-    customer = _customer()
+    customer = current_customer()
     refund = refund_by_public_id(refund_id) if order_of(customer.id, order_id) is not None else None
     if refund is None or refund.order_public_id != order_id:
         raise Problem(404, "Not found", "No such refund for this customer.")
@@ -326,7 +326,7 @@ def create_payment() -> Response:
     pending or succeeded payment per customer and `orderId`: a new key for an order already paid is 409
     `order-already-paid`; a declined or abandoned attempt leaves the order free for another key.
     """
-    customer = _customer()
+    customer = current_customer()
     key, body = _keyed_json()
     parsed = schemas.parse(schemas.PaymentRequest, body, "Invalid payment")  # a 422 stores nothing
     return once.respond(
@@ -350,7 +350,7 @@ PAYMENTS = Pipeline(API_PAYMENTS)
 @token_required
 def get_payment(payment_id: str) -> Response:
     """One of your payments (`pending` until its outcome is known)"""
-    customer = _customer()
+    customer = current_customer()
     payment = payments.of_customer(customer.id, payment_id)
     if payment is None:
         raise Problem(404, "Not found", "No such payment for this customer.")

@@ -122,16 +122,7 @@ def add(sku: str, quantity: int) -> str | None:
         name = tx.scalar(sa.select(Product.name).where(Product.sku == sku))
         if name is None:
             return None
-        cart_id = _ensure_cart()
-        insert = dialect_insert(CartLine, tx).values(cart_id=cart_id, sku=sku, quantity=quantity)
-        summed = CartLine.quantity + insert.excluded.quantity
-        tx.execute(
-            insert.on_conflict_do_update(
-                index_elements=[CartLine.cart_id, CartLine.sku],
-                set_={"quantity": sa.case((summed > MAX_QUANTITY, MAX_QUANTITY), else_=summed)},
-            )
-        )
-        _bump(cart_id)
+        add_line(_ensure_cart(), sku, quantity)
         return str(name)
 
 
@@ -139,12 +130,78 @@ def remove(sku: str) -> None:
     row = _cart_row()
     if row is None:
         return
-    with writing() as tx:
-        removed = tx.execute(
-            sa.delete(CartLine).where(CartLine.cart_id == row[0], CartLine.sku == sku).returning(CartLine.id)
-        ).first()
-        if removed is not None:
-            _bump(row[0])
+    with writing():
+        remove_line(row[0], sku)
+
+
+# --- the three changes a line can take, inside a unit of work: the browser's cart and the API's ------------
+
+
+def add_line(cart_id: int, sku: str, quantity: int) -> None:
+    """The increment (POST): the quantity is added to the line's (at most 99), so sending it twice adds twice."""
+    insert = dialect_insert(CartLine, db.session).values(cart_id=cart_id, sku=sku, quantity=quantity)
+    summed = CartLine.quantity + insert.excluded.quantity
+    db.session.execute(
+        insert.on_conflict_do_update(
+            index_elements=[CartLine.cart_id, CartLine.sku],
+            set_={"quantity": sa.case((summed > MAX_QUANTITY, MAX_QUANTITY), else_=summed)},
+        )
+    )
+    _bump(cart_id)
+
+
+def set_line(cart_id: int, sku: str, quantity: int) -> bool:
+    """The set (PUT): the line's quantity becomes ``quantity``, whatever it was. Sent twice, the second finds it so
+    and changes nothing, not even the version; False then."""
+    insert = dialect_insert(CartLine, db.session).values(cart_id=cart_id, sku=sku, quantity=quantity)
+    changed = db.session.execute(
+        insert.on_conflict_do_update(
+            index_elements=[CartLine.cart_id, CartLine.sku],
+            set_={"quantity": insert.excluded.quantity},
+            where=CartLine.quantity != insert.excluded.quantity,
+        ).returning(CartLine.id)
+    ).first()
+    if changed is not None:
+        _bump(cart_id)
+    return changed is not None
+
+
+def remove_line(cart_id: int, sku: str) -> bool:
+    """The removal (DELETE): a removal that finds no line changes nothing, not even the version; False then."""
+    removed = db.session.execute(
+        sa.delete(CartLine).where(CartLine.cart_id == cart_id, CartLine.sku == sku).returning(CartLine.id)
+    ).first()
+    if removed is not None:
+        _bump(cart_id)
+    return removed is not None
+
+
+def api_cart_id(customer_id: int) -> int:
+    """The API customer's own cart, made the first time (inside a unit of work): unique on api_customer_id, so two
+    first requests at once make one."""
+    found = db.session.scalar(sa.select(Cart.id).where(Cart.api_customer_id == customer_id))
+    if found is not None:
+        return int(found)
+    now = utcnow()
+    db.session.execute(
+        insert_ignoring_conflicts(Cart, db.session).values(
+            public_id=public_id("cart"),
+            customer_id=customer_id,
+            api_customer_id=customer_id,
+            version=0,
+            created_at=now,
+            updated_at=now,
+        )
+    )
+    cart_id = db.session.scalar(sa.select(Cart.id).where(Cart.api_customer_id == customer_id))
+    assert cart_id is not None  # ours, or a racing request's: the same cart
+    return int(cart_id)
+
+
+def api_items(customer_id: int) -> tuple[CartItem, ...]:
+    """The API cart's lines as they are now (a read; none before its first change)."""
+    cart_id = db.session.scalar(sa.select(Cart.id).where(Cart.api_customer_id == customer_id))
+    return items_of(cart_id) if cart_id is not None else ()
 
 
 def key_for(cart: CartView) -> str:

@@ -62,14 +62,16 @@ class Customer(Base):
 
 
 class Cart(Base):
-    """A browser's cart. The session holds only its public id; lines and version live here,
-    so a cookie replayed from before a payment cannot bring a paid cart back."""
+    """A browser's cart, or an API customer's. A browser's session holds only its public id; lines and version
+    live here, so a cookie replayed from before a payment cannot bring a paid cart back."""
 
     __tablename__ = "carts"
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
     public_id: Mapped[str] = mapped_column(sa.String(32), unique=True)
     customer_id: Mapped[int] = mapped_column(BigId, sa.ForeignKey("customers.id"), index=True)
+    # Set on the API's cart (/api/cart), the customer's own and apart from any browser's: one per customer.
+    api_customer_id: Mapped[int | None] = mapped_column(BigId, sa.ForeignKey("customers.id"), unique=True)
     # Every change bumps it; a payment is for one version.
     version: Mapped[int] = mapped_column(default=0)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)

@@ -34,7 +34,7 @@ from checkout.idempotency import (
     StoredResponse,
     json_bytes,
 )
-from checkout.shop import carts, orders, schemas
+from checkout.shop import carts, loyalty, orders, schemas
 from checkout.shop.models import DECLINED, FAILED, PAID, PENDING, WAS_PAID
 from checkout.shop.orders import Line, OrderView, price, total_of
 from checkout.shop.schemas import RequestedLine
@@ -398,7 +398,8 @@ def end_order(order: OrderView, status: str, charge_id: str | None) -> OrderView
     """Move a pending order to ``status`` with everything that goes with it, in the current unit of work;
     None if it was not pending any more (another finisher came first, and nothing changed).
 
-    A paid order empties the cart version it paid for and writes its confirmation email; one that ends
+    A paid order empties the cart version it paid for and writes its confirmation email and its order-paid
+    event (the loyalty point's, checkout.shop.loyalty); one that ends
     unpaid gives its stock back and retires its cart version (the next try gets a new key).
     """
     ended = orders.end_pending(order, status, charge_id)
@@ -409,6 +410,7 @@ def end_order(order: OrderView, status: str, charge_id: str | None) -> OrderView
         if cart_id is not None and version is not None and not carts.close_paid_version(cart_id, version):
             orders.mark_cart_moved_on(ended)
         orders.order_confirmation(ended)
+        loyalty.order_paid(ended)
     else:
         orders.give_back_stock(ended.id)
         if cart_id is not None and version is not None:

@@ -17,6 +17,7 @@ from checkout.extensions import once
 from checkout.gateway import Gateway
 from checkout.idempotency import Complete, Event, LeaseLost, RecordView, RetryLater, Scope, Settings
 from checkout.shop import orders, payments
+from checkout.shop.compensation import compensate_all, compensation_key
 from checkout.shop.orders import OrderView
 from checkout.shop.payments import API_PAYMENTS, ApiPaymentResponder
 from checkout.shop.placement import RESPONDERS, GatewayAnswer, PaymentEvent, finish
@@ -36,7 +37,9 @@ class Reconciled:
     key: str
     endpoint: str
     customer: str
-    outcome: str  # paid, declined, failed, refunded, succeeded (a payment), waiting, restarted, skipped
+    # paid, declined, failed, refunded, succeeded (a payment), waiting, restarted, skipped; for an orphan charge
+    # (endpoint "compensation"): compensated, waiting or refused
+    outcome: str
     order_id: str | None = None
     charge_id: str | None = None
 
@@ -102,12 +105,18 @@ Reconciler = Callable[[Gateway, Settings], list["Reconciled"]]
 
 
 def reconcile(gateway: Gateway) -> list[Reconciled]:
+    """Finish the abandoned operations, then compensate what should not stand: a charge for an order that ended
+    unpaid is refunded once (checkout.shop.compensation)."""
     settings = once.settings()
     with reading():
         stale = once.store.abandoned(settings)
     done = [reconcile_one(view, gateway) for view in stale]
     for finish_elsewhere in current_app.extensions.get(RECONCILERS, ()):
         done.extend(finish_elsewhere(gateway, settings))
+    for compensated in compensate_all(gateway):
+        orphan = compensated.orphan
+        key = compensation_key(orphan.charge_id)
+        done.append(Reconciled(key, "compensation", "", compensated.outcome, orphan.order_id, orphan.charge_id))
     return done
 
 

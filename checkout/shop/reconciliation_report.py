@@ -119,6 +119,8 @@ def _succeeded_charges() -> tuple[int, list[Discrepancy]]:
     for charge, order, payment in rows:
         if payment is not None and payment.status == PAYMENT_SUCCEEDED and payment.charge_id == charge.id:
             continue  # a payment of POST /api/payments (its reference) that records this charge
+        if order is not None and order.status not in WAS_PAID and charge.refunded_cents >= charge.amount_cents:
+            continue  # compensated: its order ended unpaid, and the money went back (checkout.shop.compensation)
         took = _money(charge.amount_cents, charge.currency)
         if order is None:
             detail = _("the shop has no order %(order)s; it took %(took)s", order=charge.reference, took=took)

@@ -10,8 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-import urllib.error
-import urllib.request
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -26,10 +24,9 @@ from wtforms.validators import DataRequired, Length, NumberRange
 from checkout.errors import Problem
 from checkout.extensions import csrf
 from checkout.gateway.client import TEST_CARDS, pretty
-from checkout.gateway.relay import shop_url
 from checkout.i18n import N_
 from checkout.idempotency.store import worker_name
-from checkout.lab import damage, lab_only
+from checkout.lab import damage, http, lab_only
 from checkout.lab.mistakes.catalog import BY_NAME, MISTAKES, SAFE_ENDPOINT, Mistake
 from checkout.shop.api import place_order, token_required
 from checkout.shop.seed import DEMO_CUSTOMERS
@@ -43,7 +40,6 @@ FORM = "mistakes_form"  # the form's other fields, as last sent
 WORKER_HEADER = "Lab-Worker"  # which process answered: in memory-store, that is the whole story
 REMEMBERED = 8
 MAX_COPIES = 10
-SEND_TIMEOUT_SECONDS = 30.0  # longer than the very slow card
 
 
 @bp.post("/api/lab/mistakes/<name>/orders")
@@ -164,10 +160,11 @@ def send(name: str) -> ResponseReturnValue:
     return redirect(url_for("mistakes.show", name=name, _anchor="requests"), 303)
 
 
-def _send_copies(mistake: Mistake, target: str, form: SendForm) -> list[tuple[int, dict[str, str], bytes]]:
+def _send_copies(mistake: Mistake, target: str, form: SendForm) -> list[http.Answer]:
     """Send ``copies`` identical requests at the same instant (a barrier, not a sleep), over HTTP to this shop."""
     key = (form.key.data or "").strip()
-    url = shop_url(current_app) + ("/api/orders" if target == "safe" else mistake.url)
+    app = current_app._get_current_object()  # type: ignore[attr-defined]  # the threads have no app context
+    path = "/api/orders" if target == "safe" else mistake.url
     body = json.dumps(
         {
             "items": [{"sku": "MUG-01", "quantity": form.quantity.data}],
@@ -185,17 +182,9 @@ def _send_copies(mistake: Mistake, target: str, form: SendForm) -> list[tuple[in
     copies = form.copies.data or 1
     barrier = threading.Barrier(copies)
 
-    def one(_index: int) -> tuple[int, dict[str, str], bytes]:
+    def one(_index: int) -> http.Answer:
         barrier.wait()
-        outgoing = urllib.request.Request(url, data=body, method="POST", headers=headers)
-        try:
-            with urllib.request.urlopen(outgoing, timeout=SEND_TIMEOUT_SECONDS) as answer:
-                return answer.status, dict(answer.headers), answer.read()
-        except urllib.error.HTTPError as error:
-            with error:
-                return error.code, dict(error.headers), error.read()
-        except OSError as error:
-            return 0, {}, json.dumps({"title": f"No answer: {error}"}).encode()
+        return http.send(app, "POST", path, headers=headers, body=body)
 
     with ThreadPoolExecutor(max_workers=copies) as pool:
         return list(pool.map(one, range(copies)))
