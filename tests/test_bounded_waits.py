@@ -13,6 +13,7 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -307,10 +308,13 @@ def test_a_request_that_finds_no_free_connection_is_503_with_retry_after(databas
 LEAKED_EMAIL = "leak-me@example.com"
 
 
-def refuse_orders_from(app: Flask, email: str) -> None:
-    """Make the database itself refuse an order for ``email`` (a real constraint error, nothing faked)."""
+@contextmanager
+def refusing_orders_from(app: Flask, email: str) -> Iterator[None]:
+    """Make the database itself refuse an order for ``email`` (a real constraint error, nothing faked), until the
+    end of the block (on PostgreSQL the next test of this process reuses the schema)."""
     with app.app_context(), writing() as session:
-        if session.get_bind().dialect.name == "postgresql":
+        postgres = session.get_bind().dialect.name == "postgresql"
+        if postgres:
             session.execute(sa.text(f"ALTER TABLE orders ADD CONSTRAINT refused_email CHECK (email <> '{email}')"))
         else:
             session.execute(
@@ -319,16 +323,24 @@ def refuse_orders_from(app: Flask, email: str) -> None:
                     "BEGIN SELECT RAISE(ABORT, 'refused email'); END"
                 )
             )
+    try:
+        yield
+    finally:
+        with app.app_context(), writing() as session:
+            if postgres:
+                session.execute(sa.text("ALTER TABLE orders DROP CONSTRAINT refused_email"))
+            else:
+                session.execute(sa.text("DROP TRIGGER refused_email"))
 
 
 def test_a_database_error_is_logged_without_the_emails_and_ids_it_was_given(
     app: Flask, client: FlaskClient, caplog: pytest.LogCaptureFixture
 ) -> None:
-    refuse_orders_from(app, LEAKED_EMAIL)
     app.config["PROPAGATE_EXCEPTIONS"] = False  # logged and answered as production does
     caplog.set_level(logging.INFO)
     key = str(uuid.uuid4())
-    answer = post_order(client, key, order_body(email=LEAKED_EMAIL))
+    with refusing_orders_from(app, LEAKED_EMAIL):
+        answer = post_order(client, key, order_body(email=LEAKED_EMAIL))
     assert answer.status_code == 500
     assert "IntegrityError" in caplog.text  # the error was logged...
     for value in (LEAKED_EMAIL, key, GOOD_CARD.replace(" ", "")):  # ...without what the statement carried
