@@ -1,6 +1,7 @@
 """The order-paid event through a real RabbitMQ: published from the outbox at least once, a loyalty point awarded
 once per order through the consumer's inbox, whatever the broker redelivers; the twin without the inbox, twice.
-The consumers are real processes (``flask --app checkout events consume``), killed for real."""
+A consumer or publisher that dies is a real process (``flask --app checkout events consume``), killed for real; a run
+that ends by itself is the same command in this process (``Rabbit.cli``), which spares a second of imports."""
 
 from __future__ import annotations
 
@@ -107,21 +108,11 @@ def test_an_event_is_marked_published_once_the_broker_confirmed_it(
     assert publish(app, rabbit) == 0
 
 
-def test_without_a_broker_the_shop_pays_and_the_event_waits_in_the_outbox(
-    client: FlaskClient, app: Flask, database_url: str
-) -> None:
+def test_without_a_broker_the_shop_pays_and_the_event_waits_in_the_outbox(client: FlaskClient, app: Flask) -> None:
     app.config["CHECKOUT_AMQP_URL"] = "amqp://guest:guest@127.0.0.1:1/%2F"  # nobody listens there
     pay(client)
-    published = subprocess.run(
-        [sys.executable, "-m", "flask", "--app", "checkout", "events", "publish"],
-        env=relay_environment(app, database_url),
-        cwd=app.instance_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert published.returncode == 1 and "did not take the events" in published.stderr
+    published = app.test_cli_runner().invoke(args=["events", "publish"])
+    assert published.exit_code == 1 and "did not take the events" in published.stderr
     with app.app_context():
         [event] = db.session.scalars(sa.select(OutboxEvent)).all()
     assert event.published_at is None and event.attempts == 1 and event.last_error
@@ -135,7 +126,7 @@ def test_a_message_redelivered_after_the_consumer_died_before_its_ack_awards_onc
     crashed = rabbit.flask("events", "consume", LOYALTY, "--crash-before-ack")
     assert crashed.returncode == 1 and "dying now, before the ack" in crashed.stderr
     assert points(app) == 1 and deliveries(app) == [(False, "handled")]
-    again = rabbit.flask("events", "consume", LOYALTY)
+    again = rabbit.cli("events", "consume", LOYALTY)
     assert again.returncode == 0, again.stderr
     assert "(redelivered): duplicate" in again.stdout
     assert points(app) == 1 and deliveries(app) == [(False, "handled"), (True, "duplicate")]
@@ -147,7 +138,7 @@ def test_the_twin_without_an_inbox_awards_a_redelivered_message_twice(
     pay(client)
     publish(app, rabbit)
     assert rabbit.flask("events", "consume", WITHOUT_INBOX, "--crash-before-ack").returncode == 1
-    assert rabbit.flask("events", "consume", WITHOUT_INBOX).returncode == 0
+    assert rabbit.cli("events", "consume", WITHOUT_INBOX).returncode == 0
     assert points(app, WITHOUT_INBOX) == 2  # one order, two points: what the inbox prevents
     assert deliveries(app, WITHOUT_INBOX) == [(False, "handled"), (True, "handled")]
     assert points(app) == 0  # the real consumer's queue still holds its copy, untouched
@@ -163,7 +154,7 @@ def test_twenty_paid_orders_while_the_consumer_is_killed_twice_mid_message_award
         with consumer_forever(app, rabbit, LOYALTY, "--pause-before-ack", "30") as consumer:
             wait_for(lambda kill=kill: len(deliveries(app)) == kill, timeout=30)
             consumer.send_signal(signal.SIGKILL)
-    drained = rabbit.flask("events", "consume", LOYALTY)
+    drained = rabbit.cli("events", "consume", LOYALTY)
     assert drained.returncode == 0, drained.stderr
     assert points(app) == 20
     seen = deliveries(app)
@@ -176,11 +167,11 @@ def test_twenty_paid_orders_while_the_consumer_is_killed_twice_mid_message_award
 def test_a_message_without_an_id_is_rejected_and_never_redelivered(app: Flask, rabbit: Rabbit) -> None:
     rabbit.publish_raw(b'{"order_id": "ord_x", "customer_id": 1}', message_id=None)
     rabbit.publish_raw(b"not json", message_id="order.paid:ord_y")
-    consumed = rabbit.flask("events", "consume", LOYALTY)
+    consumed = rabbit.cli("events", "consume", LOYALTY)
     assert consumed.returncode == 0, consumed.stderr
     assert deliveries(app) == [(False, "rejected"), (False, "rejected")] and points(app) == 0
     assert (
-        rabbit.flask("events", "consume", LOYALTY)
+        rabbit.cli("events", "consume", LOYALTY)
         .stdout.strip()
         .endswith("0 message(s) taken; the queue is empty for now")
     )
@@ -193,7 +184,7 @@ def test_the_publisher_dying_before_it_marks_publishes_again_and_the_inbox_keeps
     crashed = rabbit.flask("events", "publish", "--crash-after-publish")
     assert crashed.returncode == 1 and "dying now, before marking it published" in crashed.stderr
     assert publish(app, rabbit) == 1  # not marked: published again, with the same message id
-    assert rabbit.flask("events", "consume", LOYALTY).returncode == 0
+    assert rabbit.cli("events", "consume", LOYALTY).returncode == 0
     assert points(app) == 1 and [outcome for _r, outcome in deliveries(app)] == ["handled", "duplicate"]
 
 
@@ -202,7 +193,7 @@ def test_two_consumers_at_once_award_each_order_once(
 ) -> None:
     pay(client, 10)
     publish(app, rabbit)
-    publish_again = rabbit.flask("events", "publish")  # nothing left: every event was confirmed and marked
+    publish_again = rabbit.cli("events", "publish")  # nothing left: every event was confirmed and marked
     assert "published 0" in publish_again.stdout
     with consumer_forever(app, rabbit, LOYALTY), consumer_forever(app, rabbit, LOYALTY):
         wait_for(lambda: points(app) == 10, timeout=30)

@@ -78,7 +78,7 @@ def test_exercise_17_the_consumer_dies_before_its_ack(
     expect(consumer_row(page, LOYALTY).get_by_test_id("consumer-deliveries")).to_have_text("1")
     expect(consumer_row(page, LOYALTY).get_by_test_id("consumer-points")).to_have_text("1")
     expect(queue.get_by_test_id("queue-ready")).to_have_text("1")
-    again = rabbit.flask("events", "consume", LOYALTY)
+    again = rabbit.cli("events", "consume", LOYALTY)
     assert again.returncode == 0, again.stderr
 
     # Step 5: redelivered, found in the inbox, still one point; then the twin dies and takes it again.
