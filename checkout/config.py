@@ -96,9 +96,23 @@ def _amqp_url(url: str) -> str:
     if url.lower() in ("", "off"):
         return ""
     parts = urlsplit(url)
-    if parts.scheme not in ("amqp", "amqps") or not parts.hostname:
-        raise ValueError(f"must be an amqp:// or amqps:// URL with a host, or off, not {url!r}")
+    try:
+        port = parts.port
+    except ValueError:  # not a number, or out of range
+        port = -1
+    if parts.scheme not in ("amqp", "amqps") or not parts.hostname or port == -1:
+        raise ValueError("must be an amqp:// or amqps:// URL with a host (and a port from 1 to 65535), or off")
     return url
+
+
+def without_password(value: object) -> object:
+    """A URL as it may be shown (in an error, a log, a page): its password, if any, replaced by ***."""
+    if not isinstance(value, str) or "://" not in value:
+        return value
+    parts = urlsplit(value)
+    if parts.password is None:
+        return value
+    return parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@", 1)).geturl()
 
 
 def _amqp_name(name: str) -> str:
@@ -299,7 +313,7 @@ def _validated(values: Mapping[str, Any]) -> Settings:
             message = str(error["msg"]).removeprefix("Value error, ")
             if error["loc"]:  # one setting's value
                 field = str(error["loc"][0])
-                message = f"{NAMES.get(field, field)}={error['input']!r} is not valid: {message}"
+                message = f"{NAMES.get(field, field)}={without_password(error['input'])!r} is not valid: {message}"
             problems.append(message)  # else a rule between settings, which names them itself
         raise ConfigurationError("\n".join(problems)) from None
 

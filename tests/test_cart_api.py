@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 from flask import Flask
 from flask.testing import FlaskClient
@@ -126,3 +127,15 @@ def test_the_cart_needs_a_bearer_token(client: FlaskClient) -> None:
     assert client.get("/api/cart").status_code == 401
     assert client.put(f"/api/cart/lines/{MUG}", json={"quantity": 1}).status_code == 401
     assert client.delete(f"/api/cart/lines/{MUG}").status_code == 401
+
+
+@pytest.mark.parametrize("app_overrides", [{"CHECKOUT_RATE_LIMIT": "off"}])
+def test_with_the_rate_limit_off_every_write_still_answers(client: FlaskClient, app_overrides: dict[str, Any]) -> None:
+    # The limiter reads the token in a transaction of its own; without it, the token's read is still open when
+    # the view looks the product up.
+    assert put(client, MUG, 2).status_code == 200
+    assert client.post("/api/cart/lines", json={"sku": MUG, "quantity": 1}, headers=ALICE).status_code == 200
+    keyed = {**ALICE, "Idempotency-Key": "cart-add-no-limit-01"}
+    assert client.post("/api/cart/lines", json={"sku": MUG, "quantity": 1}, headers=keyed).status_code == 200
+    assert client.delete(f"/api/cart/lines/{MUG}", headers=ALICE).status_code == 204
+    assert cart(client) == {"lines": [], "total_cents": 0}

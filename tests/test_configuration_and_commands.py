@@ -230,6 +230,14 @@ def test_the_callers_values_are_typed_and_checked_like_the_environments(tmp_path
         create_app({**database, "CHECKOUT_WAITERS_PER_KEY": 0})
 
 
+@pytest.mark.parametrize("url", ["rabbitmq://shop:Sup3rSecret@broker/", "amqp://shop:Sup3rSecret@broker:99999/"])
+def test_a_broker_url_that_is_not_valid_is_refused_without_showing_its_password(tmp_path: Any, url: str) -> None:
+    database = {"SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path}/x.db", "SECRET_KEY": STRONG}
+    with pytest.raises(ValueError, match=r"CHECKOUT_AMQP_URL='.*shop:\*\*\*@broker.*' is not valid") as refused:
+        create_app({**database, "CHECKOUT_AMQP_URL": url})
+    assert "Sup3rSecret" not in str(refused.value)
+
+
 def test_the_settings_read_the_environment_on_their_own(monkeypatch: pytest.MonkeyPatch) -> None:
     from checkout.config import Settings
 

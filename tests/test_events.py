@@ -177,6 +177,19 @@ def test_a_message_without_an_id_is_rejected_and_never_redelivered(app: Flask, r
     )
 
 
+def test_a_message_for_a_customer_the_shop_does_not_know_is_rejected_and_the_queue_moves_on(
+    client: FlaskClient, app: Flask, rabbit: Rabbit
+) -> None:
+    rabbit.publish_raw(b'{"order_id": "ord_ghost", "customer_id": 987654321}', message_id="order.paid:ord_ghost")
+    [order_id] = pay(client)
+    publish(app, rabbit)
+    consumed = rabbit.cli("events", "consume", LOYALTY)
+    assert consumed.returncode == 0, consumed.stderr
+    assert [outcome for _redelivered, outcome in deliveries(app)] == ["rejected", "handled"]
+    with app.app_context():
+        assert db.session.scalars(sa.select(LoyaltyPoint.order_id)).all() == [order_id]
+
+
 def test_the_publisher_dying_before_it_marks_publishes_again_and_the_inbox_keeps_one(
     client: FlaskClient, app: Flask, rabbit: Rabbit
 ) -> None:

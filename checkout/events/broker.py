@@ -88,6 +88,7 @@ class Broker:
         parameters = pika.URLParameters(self.url)
         parameters.connection_attempts = 1
         parameters.socket_timeout = CONNECT_SECONDS
+        parameters.stack_timeout = CONNECT_SECONDS  # the whole handshake: a broker that accepts and stalls
         parameters.blocked_connection_timeout = 30.0  # a broker out of memory or disk blocks publishers: give up
         return pika.BlockingConnection(parameters)
 

@@ -90,11 +90,12 @@ def _counts() -> dict[str, Any]:
 
 @bp.get("/lab/messages")
 def page() -> ResponseReturnValue:
+    broker = _broker_now(broker_of())  # first: no transaction stays open while the broker is asked
     events = db.session.scalars(sa.select(OutboxEvent).order_by(OutboxEvent.id.desc()).limit(SHOWN)).all()
     deliveries = db.session.scalars(sa.select(EventDelivery).order_by(EventDelivery.id.desc()).limit(SHOWN)).all()
     return render_template(
         "lab/messages.html",
-        broker=_broker_now(broker_of()),
+        broker=broker,
         events=events,
         message_id=message_id,
         deliveries=deliveries,

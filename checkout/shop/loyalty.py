@@ -15,6 +15,7 @@ from datetime import datetime
 
 import sqlalchemy as sa
 from flask import Flask
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, mapped_column
 
 from checkout.database import Base, BigId, UTCDateTime, utcnow, writing
@@ -76,6 +77,14 @@ class LoyaltyConsumer:
     first_time: Callable[[str, str], bool] = first_delivery  # the inbox (the lab's twin swaps it)
 
     def __call__(self, delivery: Delivery) -> str:
+        try:
+            return self._award(delivery)
+        except IntegrityError:  # a customer the shop does not know: it would fail on every redelivery, and block
+            with writing():  # the queue behind it (prefetch 1); rejected, and noted
+                note_delivery(self.name, delivery, REJECTED)
+            return REJECTED
+
+    def _award(self, delivery: Delivery) -> str:
         paid = PaidOrder.of(delivery)
         usable = paid is not None and 0 < len(delivery.message_id) <= MAX_MESSAGE_ID
         with writing():
