@@ -119,8 +119,10 @@ def test_a_browser_over_its_rate_limit_gets_a_429_page(client: FlaskClient, app_
 
 
 @pytest.mark.parametrize("app_overrides", [{"CHECKOUT_RATE_LIMIT": "off"}])
-def test_rate_limits_can_be_turned_off(client: FlaskClient, app_overrides: dict[str, Any]) -> None:
+def test_rate_limits_can_be_turned_off(app: Flask, client: FlaskClient, app_overrides: dict[str, Any]) -> None:
     assert all(client.get("/api/products").status_code == 200 for _ in range(50))
+    # Nothing counted them: on, even the default budget (10,000 a minute) would have, though none was refused.
+    assert app.extensions["checkout.limiter"].enabled is False
 
 
 def test_the_default_rate_limit_leaves_a_storm_of_a_hundred_requests_alone(client: FlaskClient) -> None:
