@@ -126,23 +126,33 @@ def relay_environment(app: Flask, database_url: str) -> dict[str, str]:
     return env
 
 
-def run_relay(app: Flask, database_url: str, *options: str) -> subprocess.CompletedProcess[str]:
-    """``flask --app checkout outbox relay``, on the test's database and instance folder: a real process for a
-    run that dies on purpose (``--crash-after-send``), else in this process through Flask's CLI runner (a process
-    of its own costs a second of CPU to import the shop)."""
-    if not any(option.startswith("--crash") for option in options):
-        result = app.test_cli_runner().invoke(args=["outbox", "relay", *options])
-        if result.exception is not None and not isinstance(result.exception, SystemExit):
-            raise result.exception
-        return subprocess.CompletedProcess(
-            ["outbox", "relay", *options], result.exit_code, result.stdout, result.stderr
-        )
+def flask_process(
+    app: Flask, database_url: str, *arguments: str, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """``flask --app checkout <arguments>`` as a real process, on the test's database and instance folder: for a
+    run that dies on purpose (``--crash-...``), or that a test kills."""
     return subprocess.run(
-        [sys.executable, "-m", "flask", "--app", "checkout", "outbox", "relay", *options],
+        [sys.executable, "-m", "flask", "--app", "checkout", *arguments],
         env=relay_environment(app, database_url),
         cwd=app.instance_path,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=timeout,
         check=False,
     )
+
+
+def flask_here(app: Flask, *arguments: str) -> subprocess.CompletedProcess[str]:
+    """The same command in this process, through Flask's CLI runner: for a run that ends by itself (a process of
+    its own costs a second of CPU to import the shop). An error it did not expect is raised here."""
+    result = app.test_cli_runner().invoke(args=list(arguments))
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return subprocess.CompletedProcess(list(arguments), result.exit_code, result.stdout, result.stderr)
+
+
+def run_relay(app: Flask, database_url: str, *options: str) -> subprocess.CompletedProcess[str]:
+    """``flask --app checkout outbox relay``: a process of its own only when it dies on purpose."""
+    if any(option.startswith("--crash") for option in options):
+        return flask_process(app, database_url, "outbox", "relay", *options)
+    return flask_here(app, "outbox", "relay", *options)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -18,7 +17,7 @@ from flask import Flask
 from pika.exceptions import AMQPError
 
 from checkout.events.broker import Broker, broker_of
-from tests.mailing import relay_environment
+from tests.mailing import flask_here, flask_process
 
 DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/%2F"
 
@@ -36,23 +35,11 @@ class Rabbit:
 
     def flask(self, *arguments: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
         """``flask --app checkout <arguments>`` as a real process, on the test's database and broker."""
-        return subprocess.run(
-            [sys.executable, "-m", "flask", "--app", "checkout", *arguments],
-            env=relay_environment(self.app, self.database_url),
-            cwd=self.app.instance_path,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
+        return flask_process(self.app, self.database_url, *arguments, timeout=timeout)
 
     def cli(self, *arguments: str) -> subprocess.CompletedProcess[str]:
-        """The same command in this process, through Flask's CLI runner: for a run that does not die on purpose
-        (a process of its own costs a second of CPU to import the shop)."""
-        result = self.app.test_cli_runner().invoke(args=list(arguments))
-        if result.exception is not None and not isinstance(result.exception, SystemExit):
-            raise result.exception
-        return subprocess.CompletedProcess(list(arguments), result.exit_code, result.stdout, result.stderr)
+        """The same command in this process (for a run that ends by itself)."""
+        return flask_here(self.app, *arguments)
 
     def publish_raw(self, body: bytes, *, message_id: str | None, routing_key: str = "order.paid") -> None:
         """A message as any publisher might send it (no outbox), into the test's exchange."""

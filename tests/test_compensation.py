@@ -5,7 +5,6 @@ record. A paid order's charge is never touched."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from typing import Any
 
 import sqlalchemy as sa
@@ -21,7 +20,7 @@ from checkout.shop.models import FAILED
 from checkout.shop.placement import gateway
 from checkout.shop.reconcile import reconcile
 from tests.helpers import ALICE, Ledger, order_body
-from tests.mailing import relay_environment
+from tests.mailing import flask_here, flask_process
 
 
 def stage(app: Flask) -> str:
@@ -64,19 +63,10 @@ def test_compensate_killed_between_the_refund_and_its_record_refunds_once_when_r
     charge_id = stage(app)
 
     def compensate(*options: str) -> subprocess.CompletedProcess[str]:
-        """A real process for the run that dies on purpose; the run after it in this process (the CLI runner)."""
-        if not options:
-            done = app.test_cli_runner().invoke(args=["gateway", "compensate"])
-            return subprocess.CompletedProcess([], done.exit_code, done.stdout, done.stderr)
-        return subprocess.run(
-            [sys.executable, "-m", "flask", "--app", "checkout", "gateway", "compensate", *options],
-            env=relay_environment(app, database_url),
-            cwd=app.instance_path,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        """A real process for the run that dies on purpose; the run after it in this process."""
+        if options:
+            return flask_process(app, database_url, "gateway", "compensate", *options)
+        return flask_here(app, "gateway", "compensate")
 
     crashed = compensate("--crash-after-refund")
     assert crashed.returncode == 1 and "dying now, before recording it" in crashed.stderr

@@ -25,7 +25,7 @@ from checkout.extensions import db
 from checkout.lab.messages import WITHOUT_INBOX
 from checkout.shop.loyalty import LOYALTY, LoyaltyPoint
 from tests.helpers import ALICE, Ledger, order_body, wait_for
-from tests.mailing import relay_environment
+from tests.mailing import flask_here, relay_environment
 from tests.rabbitmq import Rabbit
 
 pytestmark = pytest.mark.server  # consumers and publishers as processes of their own
@@ -111,8 +111,8 @@ def test_an_event_is_marked_published_once_the_broker_confirmed_it(
 def test_without_a_broker_the_shop_pays_and_the_event_waits_in_the_outbox(client: FlaskClient, app: Flask) -> None:
     app.config["CHECKOUT_AMQP_URL"] = "amqp://guest:guest@127.0.0.1:1/%2F"  # nobody listens there
     pay(client)
-    published = app.test_cli_runner().invoke(args=["events", "publish"])
-    assert published.exit_code == 1 and "did not take the events" in published.stderr
+    published = flask_here(app, "events", "publish")
+    assert published.returncode == 1 and "did not take the events" in published.stderr
     with app.app_context():
         [event] = db.session.scalars(sa.select(OutboxEvent)).all()
     assert event.published_at is None and event.attempts == 1 and event.last_error
