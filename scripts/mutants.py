@@ -15,7 +15,8 @@ So, for each layer in ``MUTATIONS`` below, this script:
    follow the code),
 3. runs that layer's chosen tests against the mutated copy (the whole set, no
    ``-x``), reads which failed from pytest's JUnit XML,
-4. puts the file back, and goes on with the next layer.
+4. puts the file back, and goes on with the next layer. Two layers are judged at once (``--jobs``), each in a
+   copy of its own, with a Redis database of its own for the Redis store's tests.
 
 A layer is *caught* when at least one browser test (tests/browser/) AND at
 least one other test (API, engine, unit) fail with it removed. The script
@@ -34,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import queue
 import re
 import shutil
 import subprocess
@@ -42,7 +44,8 @@ import tempfile
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -281,10 +284,16 @@ def read_junit(path: Path) -> tuple[dict[str, str], dict[str, str]]:
     return outcomes, messages
 
 
-def pytest_env(copy: Path) -> dict[str, str]:
-    """Import the copy's code, not the editable install's (the venv may point at another tree)."""
+def pytest_env(copy: Path, job: int = 0) -> dict[str, str]:
+    """Import the copy's code, not the editable install's (the venv may point at another tree). Each job's
+    Redis tests flush a database of their own: the next index after the last job's."""
     paths = [str(copy), *filter(None, [os.environ.get("PYTHONPATH")])]
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths), "PYTHONDONTWRITEBYTECODE": "1"}
+    redis = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/12")
+    base, _, index = redis.rpartition("/")
+    if index.isdigit():
+        redis = f"{base}/{int(index) + job}"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths), "PYTHONDONTWRITEBYTECODE": "1"}
+    return {**env, "TEST_REDIS_URL": redis}
 
 
 def check_imports_the_copy(copy: Path) -> None:
@@ -300,7 +309,7 @@ def check_imports_the_copy(copy: Path) -> None:
         raise SystemExit(f"the tests would import {where}, not the copy in {copy}: fix PYTHONPATH")
 
 
-def run_pytest(copy: Path, tests: Sequence[str], label: str, *, verbose: bool) -> Results:
+def run_pytest(copy: Path, tests: Sequence[str], label: str, *, verbose: bool, job: int = 0) -> Results:
     report = copy / f"junit-{label}.xml"
     report.unlink(missing_ok=True)
     command = [
@@ -318,7 +327,7 @@ def run_pytest(copy: Path, tests: Sequence[str], label: str, *, verbose: bool) -
     finished = subprocess.run(
         command,
         cwd=copy,
-        env=pytest_env(copy),
+        env=pytest_env(copy, job),
         capture_output=not verbose,
         text=True,
         timeout=PYTEST_TIMEOUT_SECONDS,
@@ -451,21 +460,36 @@ def baseline(copy: Path, tests: Sequence[str], *, verbose: bool) -> bool:
     return not bad
 
 
-def run(mutations: Sequence[Mutation], override_tests: Sequence[str], *, with_baseline: bool, verbose: bool) -> int:
+def run(
+    mutations: Sequence[Mutation], override_tests: Sequence[str], *, with_baseline: bool, verbose: bool, jobs: int = 1
+) -> int:
     started = time.monotonic()
-    verdicts: list[Verdict] = []
-    with project_copy() as copy:
-        check_imports_the_copy(copy)
+    with ExitStack() as stack:
+        copies: queue.Queue[tuple[int, Path]] = queue.Queue()
+        for job in range(max(1, min(jobs, len(mutations)))):
+            copy = stack.enter_context(project_copy())
+            check_imports_the_copy(copy)
+            copies.put((job, copy))
         everything = list(dict.fromkeys(override_tests or [t for m in mutations for t in m.tests]))
-        if with_baseline and not baseline(copy, everything, verbose=verbose):
+        if with_baseline and not baseline(copies.queue[0][1], everything, verbose=verbose):
             print("Some chosen tests fail without any mutation: fix them first; nothing can be judged.")
             return 2
-        for mutation in mutations:
-            tests = tuple(override_tests) or mutation.tests
-            with mutated(copy, mutation):
-                results = run_pytest(copy, tests, mutation.layer, verbose=verbose)
-            verdicts.append(Verdict(mutation, tests, results))
-            print(f"{mutation.layer}: {results.summary} in {results.seconds:.1f} s")
+
+        def judge(mutation: Mutation) -> Verdict:
+            """One layer removed in a copy no other job is using at the time."""
+            job, copy = copies.get()
+            try:
+                tests = tuple(override_tests) or mutation.tests
+                with mutated(copy, mutation):
+                    results = run_pytest(copy, tests, mutation.layer, verbose=verbose, job=job)
+            finally:
+                copies.put((job, copy))
+            print(f"{mutation.layer}: {results.summary} in {results.seconds:.1f} s", flush=True)
+            return Verdict(mutation, tests, results)
+
+        # Each layer's tests wait on slow cards and servers much of the time: two layers at once fill the cores.
+        with ThreadPoolExecutor(max_workers=copies.qsize()) as pool:
+            verdicts = list(pool.map(judge, mutations))
     print()
     print(verdict_table(verdicts))
     print("\nwhy they failed (the first line of each failure):")
@@ -491,6 +515,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--tests", nargs="+", default=[], help="run these tests instead of the layer's own")
     parser.add_argument("--no-baseline", action="store_true", help="skip the run on the unmutated tree")
     parser.add_argument("--verbose", action="store_true", help="show pytest's output")
+    parser.add_argument("--jobs", type=int, default=2, help="layers judged at once, each in its own copy (default 2)")
     return parser.parse_args(argv)
 
 
@@ -509,7 +534,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print_list(chosen)
         return 0
     try:
-        return run(chosen, args.tests, with_baseline=not args.no_baseline, verbose=args.verbose)
+        return run(chosen, args.tests, with_baseline=not args.no_baseline, verbose=args.verbose, jobs=args.jobs)
     except KeyboardInterrupt:
         print("\ninterrupted: the copy was put back and removed; the real files were never changed", file=sys.stderr)
         return 130
