@@ -12,6 +12,7 @@ import time
 
 from flask import Flask, current_app
 from flask_limiter import Limiter
+from limits.storage import MemoryStorage
 
 from checkout.shop.identity import client_key, counts_against_nobody
 
@@ -25,6 +26,24 @@ def retry_after_seconds() -> int:
     return max(1, math.ceil(current.reset_at - time.time()))
 
 
+class SweptMemoryStorage(MemoryStorage):
+    """limits' in-memory counters, with their expired entries swept on the request path at most once a second.
+
+    The library's own storage sweeps them from a timer thread, which it starts again on every request that comes
+    more than 10 ms after the last one: about 0.25 ms of CPU a request, more than the count itself. A counter is
+    still judged by its own expiry when read; the sweep only keeps memory from growing with clients long gone.
+    """
+
+    STORAGE_SCHEME = ["checkout-memory"]  # noqa: RUF012 (the library declares it so): storage_uri="checkout-memory://"
+    _next_sweep = 0.0
+
+    def _MemoryStorage__schedule_expiry(self) -> None:  # noqa: N802 (the name the library calls, mangled)
+        now = time.monotonic()
+        if now >= self._next_sweep:
+            self._next_sweep = now + 1.0
+            self._MemoryStorage__expire_events()  # type: ignore[attr-defined]
+
+
 def register_rate_limits(app: Flask) -> None:
     setting = str(app.config["CHECKOUT_RATE_LIMIT"]).strip()
     enabled = setting.lower() not in ("off", "false", "0", "")
@@ -32,7 +51,7 @@ def register_rate_limits(app: Flask) -> None:
     limiter = Limiter(
         key_func=client_key,
         application_limits=[setting] if enabled else [],  # one budget per client, across every route
-        storage_uri=redis_url or "memory://",
+        storage_uri=redis_url or "checkout-memory://",
         strategy="fixed-window",
         headers_enabled=False,  # it would rewrite every Retry-After (409, 503) to the window's reset
         key_prefix="checkout",
