@@ -157,7 +157,7 @@ def test_removing_a_cart_line_twice_changes_nothing_the_second_time(app: Flask, 
     assert 'data-testid="cart-count">1<' in client.get("/cart").get_data(as_text=True)
 
 
-def test_after_the_purge_a_changed_body_under_the_old_key_gets_the_old_order(
+def test_after_the_purge_a_changed_body_under_the_old_key_is_told_apart_by_its_order(
     app: Flask, client: FlaskClient, runner: FlaskCliRunner, ledger: Ledger
 ) -> None:
     key = "purged-key-reused-0001"
@@ -167,11 +167,18 @@ def test_after_the_purge_a_changed_body_under_the_old_key_gets_the_old_order(
         db.session.execute(sa.update(IdempotencyRecord).values(expires_at=utcnow() - timedelta(seconds=1)))
         db.session.commit()
     assert "purged 1" in runner.invoke(args=["idempotency", "purge"]).output
-    changed = order_body(email="mallory@example.com", items=[{"sku": "TEE-01", "quantity": 1}])
-    late = client.post("/api/orders", json=changed, headers={**ALICE, "Idempotency-Key": key})
-    # No fingerprint is left to refuse it (no 422), and no stored response to replay: the orders'
-    # unique (customer, idempotency key) finds the first order, and that order is the answer.
+    # No fingerprint is left, and no stored response: the orders' unique (customer, idempotency key) finds the
+    # first order, and the request is compared with what that order keeps (items, email, the card's last four).
+    for changed in (
+        order_body(email="mallory@example.com"),
+        order_body(items=[{"sku": "TEE-01", "quantity": 1}]),
+        order_body(card="5555 5555 5555 4444"),
+    ):
+        refused = client.post("/api/orders", json=changed, headers={**ALICE, "Idempotency-Key": key})
+        assert refused.status_code == 422, changed
+        assert refused.get_json()["type"].endswith("idempotency-key-reused")
+    late = client.post("/api/orders", json=order_body(), headers={**ALICE, "Idempotency-Key": key})
     assert late.status_code == 201
-    assert late.get_data() == first.get_data()
+    assert late.get_data() == first.get_data()  # rebuilt from the order, the same bytes
     assert "Idempotent-Replayed" not in late.headers
     assert len(ledger.orders()) == 1 and len(ledger.succeeded_charges()) == 1

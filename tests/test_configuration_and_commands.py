@@ -113,6 +113,34 @@ def test_a_retry_after_the_purge_gets_the_existing_order_not_a_second_one(
     assert len(ledger.orders()) == 1 and len(ledger.succeeded_charges()) == 1
 
 
+def test_after_the_purge_another_body_under_the_old_key_is_422_and_the_first_body_still_gets_its_order(
+    app, client, runner: FlaskCliRunner, ledger: Ledger
+) -> None:
+    from datetime import timedelta
+
+    import sqlalchemy as sa
+
+    from checkout.audit import IdempotencyRecord
+    from checkout.database import utcnow
+    from checkout.extensions import db
+
+    key = "late-retry-key-000002"
+    first = client.post("/api/orders", json=order_body(), headers={**ALICE, "Idempotency-Key": key})
+    with app.app_context():
+        db.session.execute(sa.update(IdempotencyRecord).values(expires_at=utcnow() - timedelta(seconds=1)))
+        db.session.commit()
+    runner.invoke(args=["idempotency", "purge"])
+    other = client.post(
+        "/api/orders", json=order_body(email="mallory@example.com"), headers={**ALICE, "Idempotency-Key": key}
+    )
+    assert other.status_code == 422
+    assert other.get_json()["type"].endswith("idempotency-key-reused")
+    assert ledger.records() == []  # nothing stored under the key for the other body
+    again = client.post("/api/orders", json=order_body(), headers={**ALICE, "Idempotency-Key": key})
+    assert (again.status_code, again.get_json()) == (201, first.get_json())
+    assert len(ledger.orders()) == 1 and len(ledger.succeeded_charges()) == 1
+
+
 STRONG = "3f9c1e7a0b5d4c2e8f6a1b3c5d7e9f0a2b4c6d8e0f1a3b5c"
 
 

@@ -33,6 +33,7 @@ from checkout.idempotency import (
     Step,
     StoredResponse,
     json_bytes,
+    key_reused,
 )
 from checkout.shop import carts, loyalty, orders, schemas
 from checkout.shop.models import DECLINED, FAILED, PAID, PENDING, WAS_PAID
@@ -290,11 +291,16 @@ class PlaceOrder(Phases[OrderView]):
         if not created:
             operation.reference = order.public_id
             # Found by its key (the record was purged or lost) or by its cart version (a second tab, a forged form).
+            asked = _asked_for(order, self.request)
+            if self.request.cart is None and not asked:
+                # The API finds an order by its key alone: the key's record is gone, and this is not the body
+                # that key placed. 422, as the record would have said; nothing stored, so the first body, sent
+                # again, still gets its order.
+                raise Refuse(key_reused())
             if order.status == PENDING:
                 # A store in this database claims in the transaction that made the order: its record
                 # stands, and whoever holds it is paying. Only a store outside it can lose the record of a
                 # pending order (Redis forgot it, its claimant died between the two writes).
-                asked = _asked_for(order, self.request)
                 if self.pipeline.store is None or self.pipeline.store.joins_transaction or not asked:
                     # respond-async may point at this key's own order for this very body, never at another one
                     raise Refuse(self.respond.in_progress(order), reference=order.public_id if asked else None)
@@ -375,9 +381,10 @@ def _insert_order(
 
 
 def _asked_for(order: OrderView, request: OrderRequest) -> bool:
-    """Whether a pending order is the one this API request's key placed for this very body."""
-    asked = [(item.sku, item.quantity) for item in request.items]
-    placed = [(line.sku, line.quantity) for line in order.items]
+    """Whether an order is the one this API request's key placed for this very body (as far as the order keeps
+    it: the card's last four digits, not its number)."""
+    asked = sorted((item.sku, item.quantity) for item in request.items)
+    placed = sorted((line.sku, line.quantity) for line in order.items)
     return (
         request.cart is None
         and order.idempotency_key == request.idempotency_key

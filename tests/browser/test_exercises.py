@@ -244,8 +244,10 @@ def test_exercise_15_a_key_that_lives_too_short(page: Page, live_server: LiveSer
     expect(page.get_by_text("Purged 1 completed keys")).to_be_visible()
     assert ledger.records(IdempotencyRecord.key == key) == []
     assert ledger.events(IdempotencyEvent.key == unfinished)  # a key still in progress keeps its record and steps
-    # Step 3: the same key, another body, too late for its record: the first order, nothing charged.
-    late = client.place_order(live_server.url, "demo-alice-token", _mugs(3), key=key)
+    # Step 3: the same key, another body, too late for its record: the order it placed tells them apart.
+    assert client.place_order(live_server.url, "demo-alice-token", _mugs(3), key=key).status == 422
+    # Step 4: the first body again, a late retry: the first order, nothing charged.
+    late = client.place_order(live_server.url, "demo-alice-token", _mugs(1), key=key)
     assert late.status == 201 and late.json()["id"] == order.public_id
     [placed] = ledger.orders(Order.idempotency_key == key)  # one order under the key: the first one
     assert [item.quantity for item in placed.items] == [1]
