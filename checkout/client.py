@@ -4,9 +4,12 @@
         --sku MUG-01 --quantity 2 --email alice@example.com --card "4000 0000 0000 0119"
 
 It makes one key before the first attempt and sends it, with the same body,
-on every retry. It retries what may succeed later (a network error, 409 in
-progress, 502/503/504) with exponential backoff and full jitter, honouring
-Retry-After, and never retries any other 4xx: those need a changed request.
+on every retry. It retries what may succeed later (a network error, a 409
+that says "try again", 502/503/504) with exponential backoff and full jitter,
+honouring Retry-After, and never retries any other 4xx: those need a changed
+request. A 409 says "try again" by its problem type (in progress) and its
+Retry-After; a final 409 (``order-already-paid``, stored under the key) would
+answer every retry the same, so it ends the run.
 
 ``--wrong-way`` makes a new key for every retry: the classic mistake. Against
 a lost answer (card 4000 0000 0000 0259) it charges twice.
@@ -31,7 +34,22 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-RETRYABLE = {409, 502, 503, 504}
+RETRYABLE = {502, 503, 504}
+# The 409s that mean "not yet": the key's own request, or another key's payment of the same order, in progress.
+TRY_AGAIN = {"idempotency-request-in-progress", "order-payment-in-progress"}
+
+
+def retryable(status: int | None, raw: bytes, headers: dict[str, str]) -> bool:
+    """No answer, a proxy or server that may answer later, or a 409 that says when to come back."""
+    if status is None or status in RETRYABLE:
+        return True
+    if status != 409:
+        return False
+    try:
+        kind = str(json.loads(raw).get("type", ""))
+    except (ValueError, AttributeError):
+        kind = ""
+    return kind.rsplit("/", 1)[-1] in TRY_AGAIN or "Retry-After" in headers
 
 
 @dataclass
@@ -107,8 +125,7 @@ def place_order(
             detail = _describe(status, raw, headers)
         attempt = Attempt(number, key, status, detail)
         attempts.append(attempt)
-        retryable = status is None or status in RETRYABLE
-        if not retryable or number == max_attempts:
+        if not retryable(status, raw, headers) or number == max_attempts:
             log(f"attempt {number} key={key} -> {detail}")
             return Result(status, raw, headers, attempts)
         attempt.waited = backoff(number, base_delay, max_delay, headers.get("Retry-After"), rng)

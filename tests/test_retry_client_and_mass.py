@@ -24,6 +24,7 @@ from tests.helpers import (
     claim_as_a_dying_worker,
     order_body,
 )
+from tests.payments import payment_body
 
 TOKEN = "demo-alice-token"
 
@@ -59,6 +60,20 @@ def test_the_client_never_retries_a_4xx_other_than_409(live_server: LiveServer, 
     result = client.place_order(live_server.url, TOKEN, order_body(card="4242 4242 4242 4241"), sleep=no_sleep([]))
     assert [a.status for a in result.attempts] == [422]
     assert ledger.records() == []
+
+
+def test_the_client_ends_on_a_final_409_and_retries_only_a_409_that_says_try_again(
+    live_server: LiveServer, ledger: Ledger
+) -> None:
+    body = payment_body(GOOD_CARD)
+    paid = client.place_order(live_server.url, TOKEN, body, path="/api/payments", sleep=no_sleep([]))
+    assert paid.status == 201
+    waits: list[float] = []
+    again = client.place_order(live_server.url, TOKEN, body, path="/api/payments", sleep=no_sleep(waits))
+    # Another key for an order already paid: final, stored under that key; every retry would get the same.
+    assert [a.status for a in again.attempts] == [409] and waits == []
+    assert again.json()["type"].endswith("order-already-paid")
+    assert len(ledger.succeeded_charges()) == 1
 
 
 def test_the_client_honours_retry_after_on_409(live_server: LiveServer, ledger: Ledger) -> None:
