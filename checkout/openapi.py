@@ -143,6 +143,14 @@ TAGS = [
     },
     {"name": "webhooks", "description": "What the payment gateway posts to the shop."},
 ]
+# What parse_key accepts: 16 to 255 visible ASCII characters with no comma (and no quote first), or as many in
+# double quotes (a comma allowed there, a quote or a backslash escaped).
+KEY_SCHEMA = {
+    "type": "string",
+    "minLength": 16,
+    "maxLength": 512,
+    "pattern": r'^(?:[!#-+\--~][!-+\--~]{15,254}|"(?:[!#-\[\]-~]|\\["\\]){16,255}")$',
+}
 PARAMETERS = {
     "IdempotencyKey": {
         "name": "Idempotency-Key",
@@ -150,8 +158,8 @@ PARAMETERS = {
         "required": True,
         "description": "One per operation, the same on every retry of it: 16 to 255 visible ASCII characters (a "
         "UUID4 is a good choice), optionally as a quoted string (RFC 8941). A comma separates header field "
-        "values, so a key holding one reads as two keys: 400.",
-        "schema": {"type": "string", "minLength": 16, "maxLength": 257},
+        "values, so a key holding one reads as two keys (400) unless it is quoted.",
+        "schema": KEY_SCHEMA,
     },
     "OptionalIdempotencyKey": {
         "name": "Idempotency-Key",
@@ -159,7 +167,7 @@ PARAMETERS = {
         "required": False,
         "description": "Optional here: without it the POST is an increment, and each one adds; with it (16 to 255 "
         "visible ASCII characters), the first answer is stored and every retry with the key replays it.",
-        "schema": {"type": "string", "minLength": 16, "maxLength": 257},
+        "schema": KEY_SCHEMA,
     },
     "Prefer": {
         "name": "Prefer",
@@ -203,6 +211,37 @@ TEST_CARDS = (
 )
 
 
+# Behind the proxy (deploy/nginx, make proxy) an API request may be answered by nginx itself, in problem+json.
+PROXY_ANSWERS = {
+    "502": "From the proxy in front of the shop (deploy/nginx): no app server could be reached. Problem type: "
+    "`bad-gateway`. Retry after `Retry-After` seconds, with the same Idempotency-Key for a POST.",
+    "504": "From the proxy in front of the shop (deploy/nginx): no app server answered in time, and the request "
+    "may have been done. Problem type: `gateway-timeout`. Retry after `Retry-After` seconds, with the same "
+    "Idempotency-Key for a POST: you get its outcome, never a second charge.",
+}
+
+
+def _plain(summary: str, tag: str, media: str, schema: dict[str, Any]) -> dict[str, Any]:
+    """A GET that is not JSON the app validates: this document, and the metrics."""
+    problem = {"content": {PROBLEM: {"schema": {"$ref": "#/components/schemas/Problem"}}}}
+    retry = {"headers": {"Retry-After": {"$ref": "#/components/headers/Retry-After"}}}
+    return {"get": {
+        "summary": summary, "tags": [tag], "operationId": tag, "security": [], "parameters": [],
+        "responses": {
+            "200": {"description": summary, "content": {media: {"schema": schema}}},
+            "400": {"description": BAD_QUERY[1], **problem},
+            "429": {"description": TOO_MANY[1], **problem, **retry},
+        },
+    }}  # fmt: skip
+
+
+EXTRA_PATHS = {
+    "/api/openapi.json": _plain("This document: the JSON API in OpenAPI 3.1.", "openapi", JSON, {"type": "object"}),
+    "/metrics": _plain("Prometheus metrics, every worker's added up (the text exposition format).", "metrics",
+                       "text/plain", {"type": "string"}),
+}  # fmt: skip
+
+
 def _finish(document: dict[str, Any], production: bool) -> dict[str, Any]:
     document["info"], document["tags"], document["servers"] = INFO, TAGS, [{"url": "/"}]
     for path, operations in document["paths"].items():
@@ -224,6 +263,15 @@ def _finish(document: dict[str, Any], production: bool) -> dict[str, Any]:
                     names += ("Idempotent-Replayed",)  # `order-already-paid` is an outcome: stored, replayed
                 if names:
                     answer["headers"] = {name: {"$ref": f"#/components/headers/{name}"} for name in names}
+    document["paths"].update(copy.deepcopy(EXTRA_PATHS))  # written whole, as they are served
+    for path, operations in document["paths"].items():
+        for operation in operations.values() if path.startswith("/api/") else ():
+            for status, description in PROXY_ANSWERS.items():
+                operation["responses"][status] = {
+                    "description": description,
+                    "content": {PROBLEM: {"schema": {"$ref": "#/components/schemas/Problem"}}},
+                    "headers": {"Retry-After": {"$ref": "#/components/headers/Retry-After"}},
+                }
     components = document["components"]
     components["parameters"], components["headers"] = PARAMETERS, HEADERS
     components["securitySchemes"]["bearer"]["description"] = "The customer's API token." + (

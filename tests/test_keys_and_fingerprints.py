@@ -7,7 +7,7 @@ import re
 import pytest
 
 from checkout.idempotency import fingerprint, parse_key
-from checkout.idempotency.keys import MalformedKey, MissingKey
+from checkout.idempotency.keys import MalformedKey, MissingKey, SeveralKeys
 
 
 @pytest.mark.parametrize("raw", [None, "", "   "])
@@ -36,6 +36,16 @@ def test_malformed_keys_are_refused(raw: str) -> None:
 )
 def test_valid_keys_are_16_to_255_visible_ascii_and_may_be_quoted(raw: str, key: str) -> None:
     assert parse_key(raw) == key
+
+
+@pytest.mark.parametrize(
+    "raw", ["first-key-0000001, second-key-000002", "a-key-with,a-comma-01", '"quoted-key-0000001", x']
+)
+def test_a_comma_outside_quotes_is_refused_saying_how_to_send_a_key_that_holds_one(raw: str) -> None:
+    with pytest.raises(SeveralKeys, match="comma") as refused:
+        parse_key(raw)
+    assert "double quotes" in str(refused.value)
+    assert parse_key('"a-key-with,a-comma-01"') == "a-key-with,a-comma-01"
 
 
 def test_the_fingerprint_ignores_key_order_but_not_values() -> None:

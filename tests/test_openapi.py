@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from openapi_spec_validator import validate
 
 from checkout.errors import PROBLEM_TYPES
@@ -30,12 +33,39 @@ def test_every_json_route_of_the_app_is_described(app: Flask, document: dict[str
     routes = {
         (method, rule.rule.replace("<", "{").replace(">", "}"))
         for rule in app.url_map.iter_rules()
-        if (rule.rule.startswith("/api/") and not rule.rule.startswith("/api/lab/")) or rule.rule == "/webhooks/gateway"
+        if (rule.rule.startswith("/api/") and not rule.rule.startswith("/api/lab/"))
+        or rule.rule in ("/webhooks/gateway", "/metrics")
         for method in rule.methods or ()
         if method not in ("HEAD", "OPTIONS")
     }
-    routes.discard(("GET", "/api/openapi.json"))  # the document itself
     assert described == routes
+    assert ("GET", "/api/openapi.json") in described  # the document names itself
+
+
+def test_every_api_answer_includes_the_proxys_own_502_and_504_with_retry_after(document: dict[str, Any]) -> None:
+    for path, operations in document["paths"].items():
+        for operation in operations.values():
+            for status in ("502", "504"):
+                answer = operation["responses"].get(status)
+                if not path.startswith("/api/"):
+                    continue
+                assert answer is not None, (path, status)
+                assert "application/problem+json" in answer["content"] and "Retry-After" in answer["headers"]
+    assert "`gateway-timeout`" in document["paths"]["/api/orders"]["post"]["responses"]["504"]["description"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet='ab9-,"\\!~ ', min_size=14, max_size=22) | st.sampled_from(["x" * 255, "x" * 256]))
+def test_the_keys_pattern_accepts_exactly_what_the_shop_accepts(raw: str) -> None:
+    from checkout.idempotency import parse_key
+    from checkout.idempotency.keys import InvalidKey
+    from checkout.openapi import KEY_SCHEMA
+
+    try:
+        accepted = parse_key(raw) is not None and raw == raw.strip()  # a schema sees the header as sent
+    except InvalidKey:
+        accepted = False
+    assert bool(re.fullmatch(KEY_SCHEMA["pattern"], raw)) == accepted, raw
 
 
 def test_the_idempotent_posts_name_the_key_and_every_answer_the_contract_gives(document: dict[str, Any]) -> None:

@@ -54,7 +54,10 @@ def parse_key(raw: str | None) -> str:
 
 
 _QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"(.*)', re.DOTALL)
-_ONE = "send exactly one Idempotency-Key header"
+_ONE = (
+    "a comma outside quotes separates Idempotency-Key values (two headers, or one key holding a comma): "
+    'send exactly one key, and put a key that holds a comma in double quotes ("...")'
+)
 
 
 def fingerprint(secret: str | bytes, method: str, endpoint: str, payload: Mapping[str, Any]) -> str:
