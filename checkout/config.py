@@ -81,6 +81,10 @@ def _host_names(value: object) -> tuple[str, ...]:
     for name in names:
         if "/" in name or ":" in name or any(character.isspace() for character in name):
             raise ValueError(f"{name!r} is not a host name: give names like shop.example, without scheme or port")
+        if "*" in name or name == ".":
+            raise ValueError(
+                f"{name!r} would trust any Host header: name the hosts (a leading dot allows every subdomain of one)"
+            )
     return names
 
 
@@ -229,6 +233,9 @@ class Settings(BaseSettings):
             _require_strong("CHECKOUT_WEBHOOK_SECRET", self.webhook_secret)
             if self.fingerprint_secret == self.secret_key:
                 raise ValueError("CHECKOUT_FINGERPRINT_SECRET must differ from SECRET_KEY")
+            if self.webhook_secret in (self.secret_key, self.fingerprint_secret):
+                # Whoever can sign a webhook must not thereby be able to forge sessions or fingerprints.
+                raise ValueError("CHECKOUT_WEBHOOK_SECRET must differ from SECRET_KEY and CHECKOUT_FINGERPRINT_SECRET")
         # The shop's requests to itself carry these URLs' hosts: refused by the list, they would all get 400.
         own = {"CHECKOUT_WEBHOOK_URL": self.webhook_url}
         if not production:  # the lab's forms, and the default webhook URL

@@ -73,6 +73,19 @@ class BoundedBody:
         return b"".join(chunks)
 
 
+class LowerCaseHost:
+    """WSGI middleware: host names are case-insensitive (RFC 9110, 4.2.3), and Werkzeug's trusted-host check is
+    not: ``Host: SHOP.EXAMPLE`` would get 400 from a shop that trusts shop.example."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+        if "HTTP_HOST" in environ:
+            environ["HTTP_HOST"] = environ["HTTP_HOST"].lower()
+        return self.app(environ, start_response)
+
+
 def _holds_nul(fields: MultiDict[str, str]) -> bool:
     return any("\x00" in name or "\x00" in value for name, value in fields.items(multi=True))
 
@@ -89,6 +102,7 @@ def register_security(app: Flask) -> None:
     production = app.config["CHECKOUT_ENV"] == "production"
     # Wrapping wsgi_app is Flask's documented way to add middleware; mypy sees it as a method being replaced.
     app.wsgi_app = BoundedBody(app.wsgi_app, int(app.config["MAX_CONTENT_LENGTH"]))  # type: ignore[method-assign]
+    app.wsgi_app = LowerCaseHost(app.wsgi_app)  # type: ignore[method-assign]
 
     @app.before_request
     def _refuse_unreadable_bodies() -> None:

@@ -160,6 +160,21 @@ def test_more_than_one_idempotency_key_header_is_400_and_nothing_is_stored(
     assert ledger.records() == [] and ledger.orders() == []
 
 
+def test_a_field_given_twice_in_one_object_is_400_and_nothing_is_stored(
+    app: Flask, client: FlaskClient, ledger: Ledger
+) -> None:
+    before = table_counts(app)
+    body = '{"items": [{"sku": "MUG-01", "quantity": 1, "quantity": 9}], "email": "a@example.com", '
+    for raw in (
+        body + '"card_number": "4242424242424242"}',
+        body + '"card_number": "1", "card_number": "4242424242424242"}',
+    ):
+        response = post_raw(client, raw)
+        assert response.status_code == 400
+        assert response.get_json()["type"] == "malformed-json" and "twice" in response.get_json()["detail"]
+    assert table_counts(app) == before and ledger.records() == []
+
+
 def test_a_comma_joined_idempotency_key_is_400(client: FlaskClient, ledger: Ledger) -> None:
     for merged in (f"{uuid.uuid4()},{uuid.uuid4()}", f"{uuid.uuid4()}, {uuid.uuid4()}"):
         response = client.post("/api/orders", json=order_body(), headers={**ALICE, "Idempotency-Key": merged})

@@ -8,6 +8,7 @@ applied). The configured shop is the live server (``CHECKOUT_SHOP_URL``).
 
 from __future__ import annotations
 
+import os
 import threading
 import uuid
 from collections.abc import Iterator
@@ -272,3 +273,29 @@ def test_a_browser_page_with_a_host_outside_checkout_trusted_hosts_gets_a_400_pa
     page = client.get("/", base_url="http://evil.example")
     assert (page.status_code, page.mimetype) == (400, "text/html")
     assert 'data-testid="error-message"' in page.get_data(as_text=True)
+
+
+def test_host_names_are_matched_whatever_their_case(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    production_environment(monkeypatch, CHECKOUT_TRUSTED_HOSTS="shop.example")
+    client = create_app({"SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path}/p.db"}).test_client()
+    assert client.get("/api/openapi.json", headers={"Host": "SHOP.Example"}).status_code == 200
+    assert client.get("/api/openapi.json", headers={"Host": "other.example"}).status_code == 400
+
+
+@pytest.mark.parametrize("hosts", ["*", ".", "*.shop.example", "shop.example, *"])
+def test_a_wildcard_trusted_host_is_refused_at_start(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any, hosts: str
+) -> None:
+    production_environment(monkeypatch, CHECKOUT_TRUSTED_HOSTS=hosts)
+    with pytest.raises(ValueError, match="would trust any Host header"):
+        create_app({"SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path}/p.db"})
+
+
+@pytest.mark.parametrize("same_as", ["SECRET_KEY", "CHECKOUT_FINGERPRINT_SECRET"])
+def test_production_refuses_a_webhook_secret_equal_to_another_secret(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any, same_as: str
+) -> None:
+    production_environment(monkeypatch, CHECKOUT_TRUSTED_HOSTS="shop.example")
+    monkeypatch.setenv("CHECKOUT_WEBHOOK_SECRET", os.environ[same_as])
+    with pytest.raises(ValueError, match="CHECKOUT_WEBHOOK_SECRET must differ"):
+        create_app({"SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path}/p.db"})

@@ -159,6 +159,19 @@ def _not_json(constant: str) -> NoReturn:
     raise ValueError(f"{constant} is not JSON")
 
 
+class _NameTwice(ValueError):
+    pass
+
+
+def _each_name_once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """RFC 8259 leaves a name given twice to the parser: one reads the first value, another the last. A body that
+    two readers could take for two payments is refused, not guessed at."""
+    found, names = dict(pairs), [name for name, _ in pairs]
+    if len(found) != len(names):
+        raise _NameTwice(f"{next(name for name in names if names.count(name) > 1)!r} appears twice")
+    return found
+
+
 def read_json(empty_is: Any = _NOTHING) -> Any:
     """The body as JSON (415 if it is not JSON, 400 if it is malformed); ``empty_is``, when given, stands for
     an empty body."""
@@ -168,7 +181,10 @@ def read_json(empty_is: Any = _NOTHING) -> Any:
     if not request.is_json:
         raise Problem(415, "Unsupported media type", "Send the body as application/json.")
     try:
-        return json.loads(data, parse_constant=_not_json)
+        return json.loads(data, parse_constant=_not_json, object_pairs_hook=_each_name_once)
+    except _NameTwice as error:
+        detail = f"A field is given twice in one object ({error}): send each once."
+        raise Problem(400, "Malformed JSON", detail, type_="malformed-json") from error
     except (ValueError, UnicodeDecodeError, RecursionError) as error:
         raise Problem(400, "Malformed JSON", "The body is not valid JSON.", type_="malformed-json") from error
 
