@@ -23,8 +23,10 @@ from tests.helpers import (
     UNAVAILABLE_CARD,
     VERY_SLOW_CARD,
     Ledger,
+    claim_as_a_dying_worker,
     order_body,
     post_order,
+    signed_post,
     wait_for,
 )
 from tests.http import post_json, send
@@ -129,3 +131,56 @@ def test_the_api_description_documents_the_202_of_orders_and_payments(client: Fl
     for path in ("/api/orders", "/api/payments"):
         accepted = paths[path]["post"]["responses"]["202"]
         assert set(accepted["headers"]) == {"Location", "Retry-After", "Preference-Applied"}
+
+
+def _charged_by_the_holder_then_paid_by_its_webhook(
+    app: Flask, client: FlaskClient, reference: str, key: str, amount: tuple[int, str]
+) -> None:
+    """What the very slow card does: the gateway charges halfway through the holder's call, and its webhook
+    pays the order (or payment) while the holder still waits for its answer, its key still in progress."""
+    from checkout.shop.placement import gateway
+
+    with app.app_context():
+        cents, currency = amount
+        charge = gateway().charge(
+            gateway_key=key, amount_cents=cents, currency=currency, card_number=GOOD_CARD, reference=reference
+        )
+        db.session.remove()
+    event = {"id": f"evt_{uuid.uuid4().hex[:8]}", "type": "charge.succeeded", "created": 0,
+             "data": {"id": charge.id, "reference": reference}}  # fmt: skip
+    assert signed_post(client, event).get_json()["result"] == "applied"
+
+
+def test_a_key_still_held_for_an_order_already_paid_answers_the_paid_order_not_409_or_202(
+    app: Flask, client: FlaskClient, ledger: Ledger
+) -> None:
+    key = str(uuid.uuid4())
+    claim_as_a_dying_worker(app, key, lease_seconds=60)  # the holder is at the gateway, its lease live
+    [order] = ledger.orders()
+    _charged_by_the_holder_then_paid_by_its_webhook(
+        app, client, order.public_id, order.gateway_key, (order.total_cents, order.currency)
+    )
+    for prefer in ({}, {"Prefer": "respond-async"}, {"Prefer": "wait=1"}):
+        answer = post_order(client, key, order_body(), headers=prefer)
+        assert answer.status_code == 201, (prefer, answer.get_json())
+        assert answer.headers["Idempotent-Replayed"] == "true" and answer.get_json()["status"] == "paid"
+        assert answer.get_json()["id"] == order.public_id
+    [record] = ledger.records()
+    assert record.state == "in_progress"  # the holder's: it stores its own answer when the gateway's comes back
+    assert len(ledger.succeeded_charges()) == 1
+
+
+def test_a_payment_key_still_held_for_a_payment_already_succeeded_answers_it_not_409_or_202(
+    app: Flask, client: FlaskClient, ledger: Ledger
+) -> None:
+    key, body = new_key(), payment_body(GOOD_CARD)
+    claim_payment_as_a_dying_worker(app, key, body, lease_seconds=60)
+    [payment] = payments_of(ledger)
+    _charged_by_the_holder_then_paid_by_its_webhook(
+        app, client, payment.public_id, payment.gateway_key, (payment.amount, payment.currency)
+    )
+    for prefer in ({}, {"Prefer": "respond-async"}):
+        answer = post_payment(client, key, body, headers=prefer)
+        assert answer.status_code == 201, (prefer, answer.get_json())
+        assert answer.headers["Idempotent-Replayed"] == "true" and answer.get_json()["status"] == "succeeded"
+    assert len(ledger.succeeded_charges()) == 1

@@ -133,32 +133,33 @@ class Idempotency:
         wait: float | None = None,
         expected_call_seconds: float | None = None,
         resource: Resource | None = None,
+        final: Final | None = None,
     ) -> Response:
         """Run ``phases`` at most once per key and answer the outcome (in JSON, unless ``answers`` renders a page).
 
         ``body``: the validated request its fingerprint covers. ``key``: the key if read already (else the header
         is read here). ``wait``: how long a duplicate waits (else as ``Prefer: wait`` asks). ``expected_call_seconds``:
         for a duplicate's ``Retry-After``. ``resource``: where it may be polled (``Prefer: respond-async``: 202).
+        ``final``: a reference's answer if final: a key in progress for what another path finished (a webhook)
+        answers that, never 409 or 202 for something already paid; the holder still stores its own.
         """
         if key is None:
             key = read_key() if pipeline.keyed else ""
         scope = pipeline.scope_of(customer, pipeline.endpoint, key)
         waits = preferred_wait() if wait is None else wait
-        outcome = run(
-            pipeline.store or self.store,
-            scope,
-            pipeline.fingerprint_of(pipeline.endpoint, body),
-            phases,
-            settings=self.settings(expected_call_seconds),
-            wait=waits,
-        )
+        store, fingerprint_ = pipeline.store or self.store, pipeline.fingerprint_of(pipeline.endpoint, body)
+        outcome = run(store, scope, fingerprint_, phases, settings=self.settings(expected_call_seconds), wait=waits)
         applied = [f"wait={waits}"] if wait is None and waits else []
+        reference = outcome.reference if isinstance(outcome, InProgress | Unfinished) else None
+        if final and reference and (finished := final(reference)) is not None:
+            outcome = Done(finished, replayed=True)
+            _note_answer(scope, Event.REPLAYED, status=finished.status, final=True)
         response = None
         if resource is not None and prefers_async() and (pending := _still_at_work(outcome)) is not None:
             response = _accepted(resource, *pending)
             if response is not None:
                 applied.insert(0, "respond-async")
-                _note_accepted(scope)
+                _note_answer(scope, Event.ACCEPTED)
         if response is None:
             response = make_response((answers or JSON).answer(outcome, key))
         if applied:
@@ -216,6 +217,7 @@ def prefers_async() -> bool:
 # --- answering ----------------------------------------------------------------------------------------------
 
 Resource = Callable[[str], tuple[str, bytes] | None]  # a reference -> its URL and its JSON now (None: not there)
+Final = Callable[[str], StoredResponse | None]  # a reference -> its final answer (None: not final, or not there)
 
 
 def _still_at_work(outcome: Outcome) -> tuple[str, int] | None:
@@ -229,19 +231,19 @@ def _still_at_work(outcome: Outcome) -> tuple[str, int] | None:
 
 
 def _accepted(resource: Resource, reference: str, retry_after: int) -> Response | None:
-    found = resource(reference)
-    headers = {"Location": found[0], "Retry-After": str(retry_after)} if found else {}
-    return Response(found[1], status=202, mimetype="application/json", headers=headers) if found else None
+    if (found := resource(reference)) is None:
+        return None
+    return Response(found[1], 202, {"Location": found[0], "Retry-After": str(retry_after)}, "application/json")
 
 
-def _note_accepted(scope: Scope) -> None:
-    """The trail says what this request was told: 202. A note never changes the answer (a busy database)."""
+def _note_answer(scope: Scope, event: Event, **detail: Any) -> None:
+    """The trail says what the edge told this request (202, another path's final answer); never changes it."""
     try:
         if listening():
             with writing(durable=False):
-                note(scope, Event.ACCEPTED)
+                note(scope, event, **detail)
     except OperationalError as error:
-        current_app.logger.warning("the 202 of %s went unnoted: %s", scope.endpoint, str(error).splitlines()[0])
+        current_app.logger.warning("%s of %s went unnoted: %s", event, scope.endpoint, str(error).splitlines()[0])
 
 
 def json_bytes(payload: Any) -> bytes:
@@ -294,8 +296,7 @@ class JsonAnswers:
         match outcome:
             case Done(response=response, replayed=replayed):
                 answer = answered(response)
-                if replayed:
-                    answer.headers["Idempotent-Replayed"] = "true"
+                answer.headers.update({"Idempotent-Replayed": "true"} if replayed else {})
                 return answer
             case Refused(response=response):
                 return answered(response)

@@ -19,15 +19,23 @@ from pydantic import TypeAdapter
 
 from checkout.errors import Problem, problem
 from checkout.extensions import View, csrf, db, once
-from checkout.idempotency import JsonAnswers, Pipeline, Unfinished, read_key
+from checkout.idempotency import JsonAnswers, Pipeline, StoredResponse, Unfinished, read_key
 from checkout.openapi import IDEMPOTENT, NOT_FOUND, described, paid_or_accepted, problems
 from checkout.shop import payments, schemas
 from checkout.shop.identity import ApiCustomer, api_customer
-from checkout.shop.models import Product
+from checkout.shop.models import PAYMENT_PENDING, PENDING, Product
 from checkout.shop.orders import refund_by_public_id, view_of
 from checkout.shop.orders_page import order_of, orders_of
 from checkout.shop.payments import API_PAYMENTS, ApiPaymentResponder, PaymentRequest, PlacePayment
-from checkout.shop.placement import SAFE, ApiResponder, OrderRequest, PaymentPipeline, PlaceOrder, gateway
+from checkout.shop.placement import (
+    SAFE,
+    ApiResponder,
+    OrderRequest,
+    PaymentPipeline,
+    PlaceOrder,
+    answer_for,
+    gateway,
+)
 from checkout.shop.refunds import API_REFUNDS, ApiRefundResponder, PlaceRefund, RefundRequest
 
 bp = Blueprint("api", __name__, url_prefix="/api")
@@ -143,6 +151,26 @@ def _order_resource(customer_id: int) -> Callable[[str], tuple[str, bytes] | Non
     return find
 
 
+def _order_outcome(customer_id: int, respond: ApiResponder) -> Callable[[str], StoredResponse | None]:
+    """The answer an order already has, if final: a webhook or reconcile may end it while its key is held."""
+
+    def find(public_id: str) -> StoredResponse | None:
+        order = order_of(customer_id, public_id)
+        return answer_for(view_of(order), respond) if order is not None and order.status != PENDING else None
+
+    return find
+
+
+def _payment_outcome(customer_id: int, respond: ApiPaymentResponder) -> Callable[[str], StoredResponse | None]:
+    def find(public_id: str) -> StoredResponse | None:
+        payment = payments.of_customer(customer_id, public_id)
+        if payment is None or payment.status == PAYMENT_PENDING:
+            return None
+        return payments.answer_for(payment, respond)
+
+    return find
+
+
 def _payment_resource(customer_id: int) -> Callable[[str], tuple[str, bytes] | None]:
     def find(public_id: str) -> tuple[str, bytes] | None:
         payment = payments.of_customer(customer_id, public_id)
@@ -226,15 +254,17 @@ def place_order(pipeline: PaymentPipeline) -> Response:
         items=parsed.lines(),
         purchase_ref=parsed.purchase,
     )
+    respond = ApiResponder(key or None)
     return once.respond(
         pipeline,
-        PlaceOrder(order_request, ApiResponder(key or None), pipeline).phases(),
+        PlaceOrder(order_request, respond, pipeline).phases(),
         key=key,
         body=parsed.normalized(),
         customer=customer.public_id,
         answers=ORDER_ANSWERS,
         expected_call_seconds=gateway().expected_seconds(parsed.card_number),
         resource=_order_resource(customer.id),
+        final=_order_outcome(customer.id, respond),
     )
 
 
@@ -345,15 +375,17 @@ def create_payment() -> Response:
     customer = current_customer()
     key, body = _keyed_json()
     parsed = schemas.parse(schemas.PaymentRequest, body, "Invalid payment")  # a 422 stores nothing
+    respond = ApiPaymentResponder(key)
     return once.respond(
         PAYMENTS,
-        PlacePayment(PaymentRequest(customer.id, key, parsed), ApiPaymentResponder(key), gateway()).phases(),
+        PlacePayment(PaymentRequest(customer.id, key, parsed), respond, gateway()).phases(),
         key=key,
         body=parsed.normalized(),
         customer=customer.public_id,
         answers=PaymentAnswers("payment_id", {"order_id": parsed.order_ref}),
         expected_call_seconds=gateway().expected_seconds(parsed.card_number),
         resource=_payment_resource(customer.id),
+        final=_payment_outcome(customer.id, respond),
     )
 
 
