@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import threading
 import uuid
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
+from checkout.idempotency import RecordView, Scope
+from checkout.idempotency.units import utcnow
 from tests.conftest import LiveServer
 from tests.helpers import (
     ALICE,
@@ -71,3 +74,28 @@ def test_a_duplicate_that_waited_is_told_when_to_come_back_as_of_its_answer_not_
     waited = post_order(client, key, order_body(card=VERY_SLOW_CARD), headers={**ALICE, "Prefer": "wait=3"})
     assert waited.status_code == 409
     assert 1 <= int(waited.headers["Retry-After"]) <= 6  # 8 s of lease at its arrival, 3 of them spent waiting
+
+
+NOW = utcnow()
+
+
+def view_updated(seconds_ago: float, lease_left: float) -> RecordView:
+    """A record whose holder moved to its gateway call ``seconds_ago`` (as of NOW), its lease live."""
+    locked_until, updated_at = NOW + timedelta(seconds=lease_left), NOW - timedelta(seconds=seconds_ago)
+    scope = Scope("c", "POST /e", "k" * 16)
+    return RecordView(1, scope, "f", "in_progress", "order_created", True, "w", locked_until, "ord_1", None, 0, NOW,
+                      updated_at)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("called_seconds_ago", "told"),
+    [(0.5, 3), (2.9, 1), (3.2, 1), (5.0, 2), (9.0, 3)],
+    ids=["early: what is left", "due", "just late: a second", "late 2 s: 2 s", "long late: one more call"],
+)
+def test_a_holder_past_its_expected_call_is_looked_at_again_soon_not_a_whole_call_later(
+    called_seconds_ago: float, told: int
+) -> None:
+    """Two servers racing for one key with the 3 s card: the loser, told 3, came back just before the holder
+    finished, and was told 3 more (6 s in all). Just late, it is told 1."""
+    assert view_updated(called_seconds_ago, lease_left=30).retry_after(NOW, expected_call_seconds=3.0) == told
+    assert view_updated(9.0, lease_left=1.5).retry_after(NOW, expected_call_seconds=3.0) == 2  # never past the lease

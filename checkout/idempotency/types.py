@@ -118,6 +118,8 @@ class RecordView:
         if expected_call_seconds is not None:
             # The holder's last step (the move to the recovery point of its call) is when the call began.
             expected_left = (self.updated_at + timedelta(seconds=expected_call_seconds) - now).total_seconds()
-            # Late: give it one more expected call's time (a dead holder's lease runs out meanwhile).
-            wait = min(wait, expected_left if expected_left > 0 else expected_call_seconds)
+            # Late: look again in a second, then as long as it has been late, at most one more expected call
+            # (a dead holder's lease runs out meanwhile). A whole call more would cost a retry just behind it.
+            late = -expected_left
+            wait = min(wait, expected_left if expected_left > 0 else min(expected_call_seconds, max(1.0, late)))
         return max(1, math.ceil(wait))
