@@ -19,6 +19,7 @@ from checkout.forever import run_forever
 from checkout.gateway import Refund
 from checkout.gateway.relay import INTERVAL_SECONDS as GATEWAY_INTERVAL_SECONDS
 from checkout.gateway.relay import deliverer, webhook_url
+from checkout.gateway.webhooks import Delivery
 from checkout.mail.relay import INTERVAL_SECONDS as OUTBOX_INTERVAL_SECONDS
 from checkout.shop.compensation import REFUNDED, Orphan, compensate_all
 from checkout.shop.placement import gateway
@@ -104,15 +105,19 @@ def register_commands(app: Flask) -> None:
             )
         target = url or webhook_url(current_app)
 
-        def deliver_due(_stop: threading.Event | None = None) -> None:
-            for delivery in deliverer(current_app).deliver_due(target):
+        def deliver_due(_stop: threading.Event | None = None) -> list[Delivery]:
+            deliveries = deliverer(current_app).deliver_due(target)
+            for delivery in deliveries:
                 kind = "again (duplicate)" if delivery.duplicate else "delivered" if delivery.delivered else "failed"
                 click.echo(f"{delivery.event_id} {delivery.type}: {kind} ({delivery.status})")
+            return deliveries
 
         if forever:
             run_forever(deliver_due, interval=interval, doing=f"delivering to {target}", stopping="after this round")
-        else:
-            deliver_due()
+            return
+        first = [d for d in deliver_due() if not d.duplicate]  # a round: once more, later, for what failed
+        failed = sum(not d.delivered for d in first)
+        click.echo(f"{len(first) - failed} delivered, {failed} failed, to {target}" if first else "nothing was due")
 
     @gateway_commands.command("compensate")
     @click.option(

@@ -16,7 +16,7 @@ import click
 from checkout.extensions import db
 
 
-def run_forever(job: Callable[[threading.Event], None], *, interval: float, doing: str, stopping: str) -> None:
+def run_forever(job: Callable[[threading.Event], object], *, interval: float, doing: str, stopping: str) -> None:
     """Call ``job(stop)`` every ``interval`` seconds until a stop request; ``doing`` and ``stopping`` are
     what the first line and the stop line say (``"relaying the outbox"``, ``"after this message"``)."""
     stop = threading.Event()

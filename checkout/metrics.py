@@ -141,8 +141,8 @@ def _start_known_series_at_zero() -> None:
     """prometheus-client shows a labelled series only once it has a value: give every known one its 0,
     so ``increase()`` sees the first takeover or fault after a restart (from 0, not from nothing)."""
     for endpoint in TIMED.values():
-        for counter in (CLAIMS, REPLAYS, CONFLICTS, MISMATCHES, RESUMPTIONS, TAKEOVERS):
-            counter.labels(endpoint)
+        for series in (CLAIMS, REPLAYS, CONFLICTS, MISMATCHES, RESUMPTIONS, TAKEOVERS, LATENCY):
+            series.labels(endpoint)
     for fault in FAULTS.values():
         GATEWAY_FAULTS.labels(fault)
     for type_ in WEBHOOK_TYPES:

@@ -177,6 +177,23 @@ def test_a_scrape_sets_no_session_cookie(client: FlaskClient) -> None:
     assert "Set-Cookie" not in client.get("/metrics").headers
 
 
+def test_a_fresh_process_scrapes_every_labelled_series_before_any_request(tmp_path: Path) -> None:
+    """In a process of its own (the suite's workers have served requests): the first scrape, nothing else."""
+    scrape = (
+        "from checkout import create_app; from checkout.extensions import db; "
+        f"app = create_app({{'SQLALCHEMY_DATABASE_URI': 'sqlite:///{tmp_path}/m.db', 'SECRET_KEY': 'x' * 40}}); "
+        "app.app_context().push(); db.create_all(); print(app.test_client().get('/metrics').get_data(as_text=True))"
+    )
+    env = {**os.environ, "CHECKOUT_INSTANCE_PATH": str(tmp_path / "instance")}
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    text = subprocess.run([sys.executable, "-c", scrape], capture_output=True, text=True, env=env, check=True).stdout
+    families = {family.name: family for family in text_string_to_metric_families(text)}
+    for name in ("checkout_latency_seconds", "checkout_claims", "checkout_takeovers", "checkout_gateway_faults"):
+        assert families[name].samples, f"{name} has no series before the first request"
+    latency = {s.labels.get("endpoint") for s in families["checkout_latency_seconds"].samples}
+    assert {"POST /api/orders", "POST /api/payments", "POST /checkout"} <= latency
+
+
 def test_the_known_series_are_there_from_the_start_at_zero_or_more(client: FlaskClient) -> None:
     found = scraped_from(client)
     for series in (

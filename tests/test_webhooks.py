@@ -234,7 +234,10 @@ def test_flask_gateway_deliver_delivers_from_the_command_line(
     assert post_order(client, str(uuid.uuid4()), order_body(card=ANSWER_LOST_CARD)).status_code == 503
     output = runner.invoke(args=["gateway", "deliver", "--url", f"{live_server.url}/webhooks/gateway"]).output
     assert "charge.succeeded: delivered (200)" in output
+    assert f"1 delivered, 0 failed, to {live_server.url}/webhooks/gateway" in output
     assert ledger.rows(Order)[0].status == "paid"
+    again = runner.invoke(args=["gateway", "deliver", "--url", f"{live_server.url}/webhooks/gateway"]).output
+    assert again.strip() == "nothing was due"
 
 
 def test_a_payment_paid_by_its_webhook_and_refunded_since_answers_its_retry_with_the_order(
