@@ -25,6 +25,7 @@ from tests.helpers import (
     order_body,
 )
 from tests.payments import payment_body
+from tests.servers import free_port
 
 TOKEN = "demo-alice-token"
 
@@ -131,3 +132,11 @@ def test_the_mass_test_is_exact_on_the_safe_api(live_server: LiveServer, ledger:
 def test_the_mass_test_shows_the_money_charged_twice_on_the_unsafe_path(live_server: LiveServer) -> None:
     report = mass.run(live_server.url, payments=40, clients=4, unsafe=True, timeout=1.0, seed=3)
     assert int(report["difference_cents"]) > 0  # type: ignore[call-overload]
+
+
+def test_the_mass_test_against_a_stopped_shop_says_so_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    assert mass.main(["--url", url, "--payments", "3"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1
+    assert err.startswith(f"no shop answers at {url}") and "make run" in err

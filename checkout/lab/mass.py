@@ -21,6 +21,7 @@ import os
 import random
 import sys
 import time
+import urllib.error
 import urllib.request
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -161,15 +162,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args(argv)
-    report = run(
-        args.url.rstrip("/"),
-        args.payments,
-        args.clients,
-        unsafe=args.unsafe,
-        timeout=args.timeout,
-        seed=args.seed,
-        path=args.path,
-    )
+    url = args.url.rstrip("/")
+    try:
+        report = run(
+            url, args.payments, args.clients, unsafe=args.unsafe, timeout=args.timeout, seed=args.seed, path=args.path
+        )
+    except urllib.error.URLError as error:  # before any payment: its catalog did not answer
+        print(f"no shop answers at {url} ({error.reason}): start it first (make run), or give --url", file=sys.stderr)
+        return 2
     print(f"path:       {report['path']}")
     print(
         f"payments:   {report['payments']} by {report['clients']} clients, {report['attempts']} attempts "
