@@ -16,18 +16,22 @@ from flask.testing import FlaskClient, FlaskCliRunner
 
 from checkout.audit import IdempotencyEvent
 from checkout.database import utcnow, writing
+from checkout.extensions import db
 from checkout.gateway import GatewayEvent
 from checkout.gateway.relay import deliverer
 from checkout.gateway.signing import HEADER, sign
 from checkout.gateway.webhooks import Deliverer
 from checkout.mail.outbox import OutboxMessage
 from checkout.shop.models import Order, Refund, WebhookReceipt
+from checkout.shop.placement import gateway
 from tests.conftest import LiveServer
 from tests.helpers import (
     ALICE,
     ANSWER_LOST_CARD,
+    GOOD_CARD,
     UNAVAILABLE_CARD,
     Ledger,
+    claim_as_a_dying_worker,
     event_of,
     form_fields,
     order_body,
@@ -38,6 +42,7 @@ from tests.helpers import (
 from tests.helpers import (
     WEBHOOK_SECRET as SECRET,
 )
+from tests.payments import new_key, payment_body, payments_of, post_payment
 
 
 def deliver(app: Flask, url: str, **options: Any) -> list[Any]:
@@ -155,8 +160,40 @@ def test_a_charge_event_without_a_charge_id_stores_none(
 def test_a_webhook_never_moves_an_order_backwards(client: FlaskClient, ledger: Ledger) -> None:
     paid = post_order(client, str(uuid.uuid4())).get_json()
     failed = {"id": "evt_late_failure", "type": "charge.failed", "created": 0, "data": {"reference": paid["id"]}}
-    assert signed_post(client, failed).get_json()["result"] == "no change"
+    assert signed_post(client, failed).get_json()["result"] == "ignored"  # the gateway charged its key
     assert [o.status for o in ledger.orders()] == ["paid"]
+
+
+def test_a_signed_charge_succeeded_the_gateway_does_not_hold_pays_nothing(client: FlaskClient, ledger: Ledger) -> None:
+    """Signed by whoever holds the webhook secret, but not what the gateway did: its ledger is asked first."""
+    other = post_order(client, str(uuid.uuid4())).get_json()  # a real charge, of another order
+    assert post_order(client, str(uuid.uuid4()), order_body(card=UNAVAILABLE_CARD)).status_code == 503
+    [pending] = [o for o in ledger.orders() if o.status == "pending"]
+    payment = post_payment(client, new_key(), payment_body(UNAVAILABLE_CARD))
+    assert payment.status_code == 503
+    for charge_id, reference in (("ch_forged", pending.public_id), (other["charge_id"], pending.public_id),
+                                 ("ch_forged", payment.get_json()["payment_id"])):  # fmt: skip
+        event = {"id": f"evt_{uuid.uuid4().hex[:8]}", "type": "charge.succeeded", "created": 0,
+                 "data": {"id": charge_id, "reference": reference}}  # fmt: skip
+        assert signed_post(client, event).get_json()["result"] == "ignored", (charge_id, reference)
+    assert sorted(o.status for o in ledger.orders()) == ["paid", "pending"]
+    assert [p.status for p in payments_of(ledger)] == ["pending"]
+
+
+def test_a_signed_charge_failed_for_a_key_the_gateway_charged_leaves_the_order_to_its_charge(
+    app: Flask, client: FlaskClient, ledger: Ledger
+) -> None:
+    """A failure event raced the retry that charged: the order is not declined beside a real charge."""
+    key = str(uuid.uuid4())
+    claim_as_a_dying_worker(app, key, lease_seconds=60)
+    [order] = ledger.orders()
+    with app.app_context():
+        gateway().charge(gateway_key=order.gateway_key, amount_cents=order.total_cents, currency=order.currency,
+                         card_number=GOOD_CARD, reference=order.public_id)  # fmt: skip
+        db.session.remove()
+    failed = {"id": "evt_raced", "type": "charge.failed", "created": 0, "data": {"reference": order.public_id}}
+    assert signed_post(client, failed).get_json()["result"] == "ignored"
+    assert [o.status for o in ledger.orders()] == ["pending"]  # the holder, or reconcile, pays it from its charge
 
 
 def refund_whose_answer_was_lost(client: FlaskClient) -> None:

@@ -186,6 +186,10 @@ def by_public_id(public_id: str) -> OrderView | None:
     return load(orders.c.public_id == public_id)
 
 
+def gateway_key_of(public_id: str) -> str | None:
+    return db.session.scalar(sa.select(orders.c.gateway_key).where(orders.c.public_id == public_id))
+
+
 def view_of(order: Order) -> OrderView:
     """The value of an ORM order a page has loaded (its JSON is built the same way)."""
     return OrderView(

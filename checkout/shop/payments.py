@@ -105,6 +105,10 @@ def by_public_id(payment_public_id: str) -> PaymentView | None:
     return load(payments.c.public_id == payment_public_id)
 
 
+def gateway_key_of(payment_public_id: str) -> str | None:
+    return db.session.scalar(sa.select(payments.c.gateway_key).where(payments.c.public_id == payment_public_id))
+
+
 def of_customer(customer_id: int, payment_public_id: str) -> PaymentView | None:
     """One of this customer's payments (None for anyone else's: the same answer as for no payment)."""
     return load(sa.and_(payments.c.public_id == payment_public_id, payments.c.customer_id == customer_id))

@@ -14,9 +14,10 @@ from flask import Blueprint, Response, current_app, request
 
 from checkout import metrics
 from checkout.audit import IdempotencyRecord, note
-from checkout.database import insert_ignoring_conflicts, table_of, utcnow, writing
+from checkout.database import insert_ignoring_conflicts, reading, table_of, utcnow, writing
 from checkout.errors import Problem
 from checkout.extensions import csrf, db
+from checkout.gateway import SUCCEEDED
 from checkout.gateway.signing import HEADER, verify
 from checkout.openapi import TOO_LARGE, described, problems
 from checkout.shop import orders, payments, refunds, schemas
@@ -30,7 +31,7 @@ from checkout.shop.models import (
     WebhookReceipt,
 )
 from checkout.shop.orders import OrderView
-from checkout.shop.placement import PaymentEvent, end_order
+from checkout.shop.placement import PaymentEvent, end_order, gateway
 
 bp = Blueprint("webhooks", __name__)
 csrf.exempt(bp)  # signed by the gateway: there is no browser session to forge
@@ -70,6 +71,7 @@ def receive() -> Response:
     if refused:
         raise Problem(400, "Bad signature", f"Refused: {refused}. Nothing was applied.", type_="bad-signature")
     event = _event(raw)
+    charged = _charged(event)  # asked before the unit of work, as every call to the gateway is
     detail: dict[str, Any]
     with writing():
         claimed = db.session.execute(
@@ -89,7 +91,7 @@ def receive() -> Response:
             )
             result, detail = DUPLICATE, {}
         else:
-            result, detail = apply(event.type, event.data)
+            result, detail = apply(event.type, event.data, charged)
             db.session.execute(
                 sa.update(receipts).where(receipts.c.event_id == event.id).values(result=result, detail=detail)
             )
@@ -97,10 +99,31 @@ def receive() -> Response:
     return Response(schemas.EventReceived(event=event.id, result=result).to_bytes(), mimetype="application/json")
 
 
-def apply(type_: str, data: schemas.GatewayEventData) -> tuple[str, dict[str, Any]]:
-    """Apply one event inside the current unit of work; what happened."""
+def _charged(event: schemas.GatewayEvent) -> bool | None:
+    """What the gateway's own ledger says of a charge event (fetch the object, never trust the event alone):
+    for charge.succeeded, whether the charge it names exists, succeeded and is for its reference; for
+    charge.failed, whether the key of the order or payment it names has a succeeded charge. None: not a charge."""
+    data, ledger = event.data, gateway()
+    if event.type == "charge.succeeded":
+        row = ledger.charge_by_id(data.id) if data.id else None
+        return row is not None and row.status == SUCCEEDED and row.reference == data.reference
+    if event.type == "charge.failed":
+        with reading():
+            key = orders.gateway_key_of(data.reference or "") or payments.gateway_key_of(data.reference or "")
+        found = ledger.retrieve(key) if key else None
+        return found is not None and found.succeeded
+    return None
+
+
+def apply(type_: str, data: schemas.GatewayEventData, charged: bool | None = None) -> tuple[str, dict[str, Any]]:
+    """Apply one event inside the current unit of work; what happened. ``charged``: what the gateway's ledger
+    says (``_charged``): an event it contradicts changes nothing."""
     if type_ in ("charge.succeeded", "refund.succeeded") and data.id is None:  # a success names what succeeded
         return IGNORED, {"why": "no charge or refund id"}
+    if type_ == "charge.succeeded" and charged is False:
+        return IGNORED, {"why": "the gateway holds no such succeeded charge for this reference"}
+    if type_ == "charge.failed" and charged:
+        return IGNORED, {"why": "the gateway charged this key: a failure does not undo a charge"}
     if type_ in ("charge.succeeded", "charge.failed"):
         reference = data.reference or ""
         order = orders.by_public_id(reference)
