@@ -280,3 +280,17 @@ def test_an_api_client_that_waits_longer_than_the_proxy_gets_a_problem_504_and_i
     assert first.headers["Retry-After"] == "1"  # when to try again, as the shop's own 409 and 503 say
     assert retry.status == 201 and retry.headers.get("Idempotent-Replayed") == "true"
     assert retry.json()["charge_id"] == charges[0].id
+
+
+def test_an_api_body_over_the_limit_gets_the_proxys_413_as_problem_json(
+    app: Flask, database_url: str, folder: Path, ledger: Ledger
+) -> None:
+    """nginx refuses it before any server sees it (client_max_body_size 64k): in the API's own form, as the shop
+    would answer it, not nginx's HTML page."""
+    with proxied_shop(database_url, folder) as shop:
+        refused = post_json(f"{shop.url}/api/orders", {**order_body(), "padding": "x" * 70_000},
+                            {**ALICE, "Idempotency-Key": str(uuid.uuid4())})  # fmt: skip
+    assert refused.status == 413
+    assert refused.headers["Content-Type"] == "application/problem+json"
+    assert refused.json()["type"] == "payload-too-large"
+    assert ledger.records() == [] and ledger.orders() == []
