@@ -8,6 +8,7 @@ Design: docs/design.md#checkoutlimitspy-per-client-rate-limits
 from __future__ import annotations
 
 import math
+import threading
 import time
 
 from flask import Flask, current_app
@@ -36,12 +37,15 @@ class SweptMemoryStorage(MemoryStorage):
 
     STORAGE_SCHEME = ["checkout-memory"]  # noqa: RUF012 (the library declares it so): storage_uri="checkout-memory://"
     _next_sweep = 0.0
+    _sweeping = threading.Lock()  # one sweep at a time: the library wrote it for its one timer thread
 
     def _MemoryStorage__schedule_expiry(self) -> None:  # noqa: N802 (the name the library calls, mangled)
-        now = time.monotonic()
-        if now >= self._next_sweep:
-            self._next_sweep = now + 1.0
-            self._MemoryStorage__expire_events()  # type: ignore[attr-defined]
+        if time.monotonic() >= self._next_sweep and self._sweeping.acquire(blocking=False):
+            try:
+                self._next_sweep = time.monotonic() + 1.0
+                self._MemoryStorage__expire_events()  # type: ignore[attr-defined]
+            finally:
+                self._sweeping.release()
 
 
 def register_rate_limits(app: Flask) -> None:

@@ -7,9 +7,11 @@ import json
 import shutil
 import subprocess
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -30,6 +32,7 @@ CARDS = {
     "4000 0000 0000 0077": 201,
     "4000 0000 0000 0093": 201,
 }
+GOOD = "4242 4242 4242 4242"
 QUICK_CARDS = {
     "CHECKOUT_SLOW_CARD_SECONDS": 1.0,
     "CHECKOUT_VERY_SLOW_CARD_SECONDS": 3.0,
@@ -67,3 +70,52 @@ def test_each_client_snippet_ends_on_a_final_status_for_every_test_card_and_char
         [order] = ledger.rows(Order, Order.public_id == order_id)
         charged = [c for c in ledger.succeeded_charges() if c.reference == order_id]
         assert (order.status, len(charged)) == (("paid", 1) if CARDS[card] == 201 else ("declined", 0)), card
+
+
+class Scripted(BaseHTTPRequestHandler):
+    """Answers POSTs from a script: each entry (status, headers, body), the last one for good."""
+
+    script: ClassVar[list[tuple[int, dict[str, str], dict[str, Any]]]] = []
+    seen: ClassVar[list[str]] = []
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        type(self).seen.append(self.headers["Idempotency-Key"])
+        status, headers, body = self.script[min(len(self.seen), len(self.script)) - 1]
+        payload = json.dumps(body).encode()
+        self.send_response(status)
+        for name, value in {"Content-Type": "application/problem+json", **headers}.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, *_args: Any) -> None:
+        pass
+
+
+def scripted(script: list[tuple[int, dict[str, str], dict[str, Any]]]) -> tuple[ThreadingHTTPServer, str]:
+    handler = type("Handler", (Scripted,), {"script": script, "seen": []})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_port}"
+
+
+ALREADY_PAID = (409, {}, {"type": "order-already-paid", "status": 409, "id": "pay_1"})
+IN_PROGRESS = (409, {"Retry-After": "1"}, {"type": "idempotency-request-in-progress", "status": 409})
+PAID = (201, {"Content-Type": "application/json"}, {"id": "ord_1", "status": "paid"})
+
+
+@pytest.mark.parametrize("snippet", ["requests_retry.py", "httpx_retry.py", "fetch_retry.mjs"])
+def test_each_client_snippet_stops_on_a_final_409_and_retries_one_in_progress_with_the_same_key(snippet: str) -> None:
+    command = program(snippet)
+    for script, statuses in (([ALREADY_PAID], [409]), ([IN_PROGRESS, PAID], [409, 201])):
+        server, url = scripted(script)
+        try:
+            answer = run(command, url, GOOD)
+        finally:
+            server.shutdown()
+            server.server_close()
+        seen = server.RequestHandlerClass.seen  # type: ignore[attr-defined]
+        assert (answer["status"], len(seen)) == (statuses[-1], len(statuses)), (snippet, script[0][2]["type"])
+        assert len(set(seen)) == 1  # one key, on every try

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from openapi_spec_validator import validate
 
@@ -54,8 +54,12 @@ def test_every_api_answer_includes_the_proxys_own_502_and_504_with_retry_after(d
     assert "`gateway-timeout`" in document["paths"]["/api/orders"]["post"]["responses"]["504"]["description"]
 
 
-@settings(max_examples=300, deadline=None)
-@given(st.text(alphabet='ab9-,"\\!~ ', min_size=14, max_size=22) | st.sampled_from(["x" * 255, "x" * 256]))
+KEYISH = st.text(alphabet='ab9-,"\\!~ ', min_size=14, max_size=22)
+
+
+@settings(max_examples=400, deadline=None)
+@given(KEYISH | KEYISH.map(lambda inside: f'"{inside}"') | st.sampled_from(["x" * 255, "x" * 256]))
+@example('"aaaaaaaaaaaaaaaa\\\\b"')  # an escaped backslash, then a letter: a valid quoted key
 def test_the_keys_pattern_accepts_exactly_what_the_shop_accepts(raw: str) -> None:
     from checkout.idempotency import parse_key
     from checkout.idempotency.keys import InvalidKey

@@ -22,8 +22,10 @@ from checkout.gateway.relay import deliverer
 from checkout.gateway.signing import HEADER, sign
 from checkout.gateway.webhooks import Deliverer
 from checkout.mail.outbox import OutboxMessage
+from checkout.shop import schemas
 from checkout.shop.models import Order, Refund, WebhookReceipt
 from checkout.shop.placement import gateway
+from checkout.shop.webhooks import apply
 from tests.conftest import LiveServer
 from tests.helpers import (
     ALICE,
@@ -157,10 +159,13 @@ def test_a_charge_event_without_a_charge_id_stores_none(
     assert (order.status, order.charge_id) == (status, None)
 
 
-def test_a_webhook_never_moves_an_order_backwards(client: FlaskClient, ledger: Ledger) -> None:
+def test_a_webhook_never_moves_an_order_backwards(app: Flask, client: FlaskClient, ledger: Ledger) -> None:
     paid = post_order(client, str(uuid.uuid4())).get_json()
     failed = {"id": "evt_late_failure", "type": "charge.failed", "created": 0, "data": {"reference": paid["id"]}}
     assert signed_post(client, failed).get_json()["result"] == "ignored"  # the gateway charged its key
+    with app.app_context(), writing():  # and were the gateway's ledger to say nothing: the order is not pending
+        data = schemas.GatewayEventData(reference=paid["id"])
+        assert apply("charge.failed", data, charged=False) == ("no change", {})
     assert [o.status for o in ledger.orders()] == ["paid"]
 
 

@@ -41,7 +41,7 @@ def parse_key(raw: str | None) -> str:
         quoted = _QUOTED.match(value)
         if quoted is None:
             raise MalformedKey("a quoted Idempotency-Key has no closing quote")
-        if re.search(r'\\[^"\\]', quoted[1]):
+        if not _ESCAPED.fullmatch(quoted[1]):
             raise MalformedKey("invalid escape in a quoted Idempotency-Key")
         value, rest = re.sub(r"\\(.)", r"\1", quoted[1]), quoted[2].strip()
         if rest:
@@ -54,6 +54,7 @@ def parse_key(raw: str | None) -> str:
 
 
 _QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"(.*)', re.DOTALL)
+_ESCAPED = re.compile(r'(?:[^"\\]|\\["\\])*', re.DOTALL)  # inside the quotes: \" and \\ are its only escapes
 _ONE = (
     "a comma outside quotes separates Idempotency-Key values (two headers, or one key holding a comma): "
     'send exactly one key, and put a key that holds a comma in double quotes ("...")'

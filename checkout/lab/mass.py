@@ -168,6 +168,8 @@ def main(argv: list[str] | None = None) -> int:
             url, args.payments, args.clients, unsafe=args.unsafe, timeout=args.timeout, seed=args.seed, path=args.path
         )
     except urllib.error.URLError as error:  # before any payment: its catalog did not answer
+        if isinstance(error, urllib.error.HTTPError):
+            raise  # the shop answered, with an error: that is not "no shop"
         print(f"no shop answers at {url} ({error.reason}): start it first (make run), or give --url", file=sys.stderr)
         return 2
     print(f"path:       {report['path']}")

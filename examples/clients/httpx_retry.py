@@ -13,7 +13,7 @@ import uuid
 
 import httpx
 
-NOT_YET = {409, 502, 503, 504}  # in progress, and the proxy's or the gateway's "not yet"
+NOT_YET = {502, 503, 504}  # the proxy's or the gateway's "not yet"; a 409 or 429 only with Retry-After
 
 url, card = sys.argv[1], sys.argv[2]
 body = {"items": [{"sku": "MUG-01", "quantity": 1}], "email": "alice@example.com", "card_number": card}
@@ -24,10 +24,12 @@ with httpx.Client(timeout=httpx.Timeout(35.0, connect=5.0)) as client:  # a POST
         try:
             answer = client.post(f"{url}/api/orders", json=body, headers=headers)
         except httpx.TransportError:  # no answer: the same key again finds what the first attempt did
+            answer = None
             time.sleep(random.uniform(0, min(8, 0.5 * 2**attempt)))
             continue
-        if answer.status_code not in NOT_YET or attempt == 8:
-            break
         asked = answer.headers.get("Retry-After", "")
+        in_progress = answer.status_code in (409, 429) and asked  # a final 409 (order-already-paid) has none
+        if not (answer.status_code in NOT_YET or in_progress) or attempt == 8:
+            break
         time.sleep(max(float(asked) if asked.isdigit() else 0, random.uniform(0, min(8, 0.5 * 2**attempt))))
 print(json.dumps({"status": answer.status_code, "body": answer.json()} if answer else {"status": None}))

@@ -13,11 +13,18 @@ import requests
 from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
-retry = Retry(
+
+class UntilFinal(Retry):
+    """A 409 is retried only when it says when to come back (in progress); a final 409 has no Retry-After."""
+
+    RETRY_AFTER_STATUS_CODES = frozenset({409, 429, 503})
+
+
+retry = UntilFinal(
     total=8,  # attempts after the first
     allowed_methods=None,  # every method, POST too: the key makes a retried POST safe
-    status_forcelist=(409, 502, 503, 504),  # in progress, and the proxy's or the gateway's "not yet"
-    backoff_factor=0.5,  # 0.5 s, 1 s, 2 s ... between attempts
+    status_forcelist=(502, 503, 504),  # the proxy's or the gateway's "not yet"; a 409 only with Retry-After
+    backoff_factor=1,  # 0 s, 2 s, 4 s ... between attempts (urllib3 2), at most backoff_max
     respect_retry_after_header=True,  # never sooner than the shop asks
     raise_on_status=False,  # after the last attempt, the last answer (not an exception)
 )
