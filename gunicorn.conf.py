@@ -16,6 +16,7 @@ import glob
 import os
 import shutil
 import tempfile
+import time
 
 bind = os.environ.get("GUNICORN_BIND", "127.0.0.1:5000")
 workers = int(os.environ.get("GUNICORN_WORKERS", "4"))
@@ -115,5 +116,10 @@ def on_exit(server):
     if fd.isdigit():
         with contextlib.suppress(OSError):
             os.close(int(fd))  # our own share of the lock
-    if _abandoned(folder):
-        shutil.rmtree(folder, ignore_errors=True)
+    # Workers still busy at the graceful timeout were sent SIGKILL a moment ago and may not be gone yet: their
+    # shares of the lock go with them. Wait a few seconds for that, no longer (a new master's share never goes).
+    for _ in range(50):
+        if _abandoned(folder):
+            shutil.rmtree(folder, ignore_errors=True)
+            return
+        time.sleep(0.1)

@@ -104,7 +104,7 @@ def gunicorn(
                 server.process.send_signal(signal.SIGTERM)
         for server in started:
             try:
-                server.process.wait(timeout=15)
+                server.process.wait(timeout=30)  # a graceful stop: up to gunicorn's 10 s, and its on_exit
             except subprocess.TimeoutExpired:
                 server.process.kill()
                 server.process.wait()
