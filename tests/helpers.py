@@ -17,7 +17,7 @@ from urllib.parse import urlencode
 
 import sqlalchemy as sa
 from flask import Flask
-from flask.testing import FlaskClient
+from flask.testing import FlaskClient, FlaskCliRunner
 
 from checkout.audit import IdempotencyEvent, IdempotencyRecord
 from checkout.database import utcnow
@@ -238,6 +238,19 @@ def claim_as_a_dying_worker(
         )
         db.session.remove()
     return operation
+
+
+def expire_every_record(app: Flask) -> None:
+    """Let every record outlive its lifetime (CHECKOUT_KEY_LIFETIME_SECONDS): a purge may now take it."""
+    with app.app_context():
+        db.session.execute(sa.update(IdempotencyRecord).values(expires_at=utcnow() - timedelta(seconds=1)))
+        db.session.commit()
+
+
+def purge_every_record(app: Flask, runner: FlaskCliRunner) -> str:
+    """Every record past its lifetime, then ``flask idempotency purge``: what it said (records in progress stay)."""
+    expire_every_record(app)
+    return runner.invoke(args=["idempotency", "purge"]).output
 
 
 def age_every_record(app: Flask, seconds: float = 3600) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import itertools
 import re
-from datetime import timedelta
 from html.parser import HTMLParser
 from typing import Any
 from urllib.parse import urlsplit
@@ -19,12 +18,10 @@ from flask import Flask
 from flask.testing import FlaskClient, FlaskCliRunner
 from markupsafe import escape
 
-from checkout.audit import IdempotencyRecord
-from checkout.database import utcnow
 from checkout.extensions import db
 from checkout.lab import content
 from checkout.shop.models import Cart
-from tests.helpers import ALICE, Ledger, add_to_cart, form_fields, order_body
+from tests.helpers import ALICE, Ledger, add_to_cart, form_fields, order_body, purge_every_record
 
 # --- the page ---------------------------------------------------------------------------
 
@@ -163,10 +160,7 @@ def test_after_the_purge_a_changed_body_under_the_old_key_is_told_apart_by_its_o
     key = "purged-key-reused-0001"
     first = client.post("/api/orders", json=order_body(), headers={**ALICE, "Idempotency-Key": key})
     assert first.status_code == 201
-    with app.app_context():
-        db.session.execute(sa.update(IdempotencyRecord).values(expires_at=utcnow() - timedelta(seconds=1)))
-        db.session.commit()
-    assert "purged 1" in runner.invoke(args=["idempotency", "purge"]).output
+    assert "purged 1" in purge_every_record(app, runner)
     # No fingerprint is left, and no stored response: the orders' unique (customer, idempotency key) finds the
     # first order, and the request is compared with what that order keeps (items, email, the card's last four).
     for changed in (

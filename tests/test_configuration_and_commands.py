@@ -13,7 +13,7 @@ from flask.testing import FlaskCliRunner
 from checkout import create_app
 from checkout.config import parse_bool
 from checkout.extensions import db
-from tests.helpers import ALICE, Ledger, order_body
+from tests.helpers import ALICE, Ledger, order_body, post_order, purge_every_record
 
 
 @pytest.mark.parametrize(
@@ -71,21 +71,11 @@ def test_seed_is_safe_to_run_twice(runner: FlaskCliRunner, client) -> None:
 
 
 def test_purge_removes_expired_completed_records_only(app, client, runner: FlaskCliRunner, ledger: Ledger) -> None:
-    from datetime import timedelta
-
-    import sqlalchemy as sa
-
-    from checkout.audit import IdempotencyRecord
-    from checkout.database import utcnow
     from tests.helpers import claim_as_a_dying_worker
 
     client.post("/api/orders", json=order_body(), headers={**ALICE, "Idempotency-Key": "k" * 20})
     claim_as_a_dying_worker(app, "unfinished-key-0001")
-    with app.app_context():
-        db.session.execute(sa.update(IdempotencyRecord).values(expires_at=utcnow() - timedelta(seconds=1)))
-        db.session.commit()
-    result = runner.invoke(args=["idempotency", "purge"])
-    assert "purged 1" in result.output
+    assert "purged 1" in purge_every_record(app, runner)
     assert [r.key for r in ledger.records()] == ["unfinished-key-0001"]
     assert len(ledger.orders()) == 2  # the paid one (its record purged) and the unfinished one
 
@@ -93,50 +83,22 @@ def test_purge_removes_expired_completed_records_only(app, client, runner: Flask
 def test_a_retry_after_the_purge_gets_the_existing_order_not_a_second_one(
     app, client, runner: FlaskCliRunner, ledger: Ledger
 ) -> None:
-    from datetime import timedelta
-
-    import sqlalchemy as sa
-
-    from checkout.audit import IdempotencyRecord
-    from checkout.database import utcnow
-    from checkout.extensions import db
-
-    key = "late-retry-key-000001"
-    first = client.post("/api/orders", json=order_body(), headers={**ALICE, "Idempotency-Key": key})
-    with app.app_context():
-        db.session.execute(sa.update(IdempotencyRecord).values(expires_at=utcnow() - timedelta(seconds=1)))
-        db.session.commit()
-    runner.invoke(args=["idempotency", "purge"])
-    late = client.post("/api/orders", json=order_body(), headers={**ALICE, "Idempotency-Key": key})
-    assert late.status_code == 201
-    assert late.get_json() == first.get_json()
+    first = post_order(client, "late-retry-key-000001")
+    purge_every_record(app, runner)
+    late = post_order(client, "late-retry-key-000001")
+    assert (late.status_code, late.get_json()) == (201, first.get_json())
     assert len(ledger.orders()) == 1 and len(ledger.succeeded_charges()) == 1
 
 
 def test_after_the_purge_another_body_under_the_old_key_is_422_and_the_first_body_still_gets_its_order(
     app, client, runner: FlaskCliRunner, ledger: Ledger
 ) -> None:
-    from datetime import timedelta
-
-    import sqlalchemy as sa
-
-    from checkout.audit import IdempotencyRecord
-    from checkout.database import utcnow
-    from checkout.extensions import db
-
-    key = "late-retry-key-000002"
-    first = client.post("/api/orders", json=order_body(), headers={**ALICE, "Idempotency-Key": key})
-    with app.app_context():
-        db.session.execute(sa.update(IdempotencyRecord).values(expires_at=utcnow() - timedelta(seconds=1)))
-        db.session.commit()
-    runner.invoke(args=["idempotency", "purge"])
-    other = client.post(
-        "/api/orders", json=order_body(email="mallory@example.com"), headers={**ALICE, "Idempotency-Key": key}
-    )
-    assert other.status_code == 422
-    assert other.get_json()["type"].endswith("idempotency-key-reused")
+    first = post_order(client, "late-retry-key-000002")
+    purge_every_record(app, runner)
+    other = post_order(client, "late-retry-key-000002", order_body(email="mallory@example.com"))
+    assert (other.status_code, other.get_json()["type"]) == (422, "idempotency-key-reused")
     assert ledger.records() == []  # nothing stored under the key for the other body
-    again = client.post("/api/orders", json=order_body(), headers={**ALICE, "Idempotency-Key": key})
+    again = post_order(client, "late-retry-key-000002")
     assert (again.status_code, again.get_json()) == (201, first.get_json())
     assert len(ledger.orders()) == 1 and len(ledger.succeeded_charges()) == 1
 

@@ -14,15 +14,9 @@ from checkout.audit import IdempotencyEvent, IdempotencyRecord
 from checkout.database import utcnow
 from checkout.extensions import db, once
 from tests.conftest import POSTGRES_URL
-from tests.helpers import Ledger, post_order
+from tests.helpers import Ledger, expire_every_record, post_order
 
 GROWING_TABLES = ["idempotency_records", "idempotency_events", "orders", "order_items", "customers"]
-
-
-def expire_records(app: Flask) -> None:
-    with app.app_context():
-        db.session.execute(sa.update(IdempotencyRecord).values(expires_at=utcnow() - timedelta(seconds=1)))
-        db.session.commit()
 
 
 def test_purge_removes_the_audit_events_of_the_records_it_purges(
@@ -59,7 +53,7 @@ def test_purge_works_through_a_backlog_in_short_batches_and_keeps_the_unexpired(
 ) -> None:
     for n in range(5):
         post_order(client, f"backlog-key-{n:08d}")
-    expire_records(app)
+    expire_every_record(app)
     post_order(client, "kept-key-00000000002")
     with app.app_context():
         assert once.store.purge(batch=2) == 5  # three batches: 2, 2, 1

@@ -7,7 +7,6 @@ itself, never a 500. (The same on the lab's Redis store: tests/test_late_retries
 from __future__ import annotations
 
 import uuid
-from datetime import timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -15,7 +14,6 @@ from flask import Flask
 from flask.testing import FlaskClient, FlaskCliRunner
 
 from checkout.audit import IdempotencyRecord
-from checkout.database import utcnow
 from checkout.extensions import db
 from checkout.gateway import GatewayRefund
 from checkout.shop.models import Refund
@@ -30,6 +28,7 @@ from tests.helpers import (
     order_body,
     pay_in_browser,
     post_order,
+    purge_every_record,
     stock_of,
     stock_out_of_balance,
 )
@@ -38,12 +37,9 @@ LAST_ITEM = [{"sku": "LAST-01", "quantity": 1}]  # the seed's product with a sto
 TOTAL = 2 * 1400 + 500  # order_body(): two mugs and a sticker pack
 
 
-def purge_every_record(app: Flask, runner: FlaskCliRunner) -> None:
-    """Let every completed record outlive its lifetime, then run ``flask idempotency purge``."""
-    with app.app_context():
-        db.session.execute(sa.update(IdempotencyRecord).values(expires_at=utcnow() - timedelta(seconds=1)))
-        db.session.commit()
-    assert "purged" in runner.invoke(args=["idempotency", "purge"]).output
+def purge_every_completed_record(app: Flask, runner: FlaskCliRunner) -> None:
+    """Let every completed record outlive its lifetime, then run ``flask idempotency purge``: none is left."""
+    assert "purged" in purge_every_record(app, runner)
     assert Ledger(app).records() == []
 
 
@@ -60,7 +56,7 @@ def test_a_late_retry_for_the_last_item_after_the_purge_gets_the_paid_order_not_
     key = str(uuid.uuid4())
     first = post_order(client, key, order_body(items=LAST_ITEM))
     assert first.status_code == 201 and stock_of(app, "LAST-01") == 0
-    purge_every_record(app, runner)
+    purge_every_completed_record(app, runner)
     late = post_order(client, key, order_body(items=LAST_ITEM))
     assert late.status_code == 201, late.get_json()
     assert late.get_data() == first.get_data() and late.headers["Location"] == first.headers["Location"]
@@ -98,7 +94,7 @@ def test_a_late_retry_of_a_refund_that_emptied_the_order_answers_with_that_refun
     key = str(uuid.uuid4())
     first = refund(client, order["id"], key)  # everything that is left
     assert first.status_code == 201 and first.get_json()["amount_cents"] == TOTAL
-    purge_every_record(app, runner)
+    purge_every_completed_record(app, runner)
     late = refund(client, order["id"], key)
     assert late.status_code == 201, late.get_json()
     assert late.get_data() == first.get_data() and late.headers["Location"] == first.headers["Location"]
@@ -113,7 +109,7 @@ def test_a_late_retry_of_a_partial_refund_answers_with_that_refund_and_refunds_n
     key = str(uuid.uuid4())
     first = refund(client, order["id"], key, {"amount_cents": 700})
     assert first.status_code == 201
-    purge_every_record(app, runner)
+    purge_every_completed_record(app, runner)
     late = refund(client, order["id"], key, {"amount_cents": 700})
     assert late.status_code == 201, late.get_json()
     assert late.get_data() == first.get_data() and late.headers["Location"] == first.headers["Location"]
@@ -149,7 +145,7 @@ def test_a_late_browser_retry_after_the_purge_shows_the_paid_order_with_the_repl
     fields = checkout_fields(client)  # the form as the browser holds it: the back button, then Pay again
     first = pay_in_browser(client, fields, GOOD_CARD)
     assert first.status_code == 303 and first.headers["Location"].startswith("/orders/ord_")
-    purge_every_record(app, runner)
+    purge_every_completed_record(app, runner)
     late = pay_in_browser(client, fields, GOOD_CARD)
     assert (late.status_code, late.headers["Location"]) == (303, first.headers["Location"])
     page = client.get(first.headers["Location"]).get_data(as_text=True)
