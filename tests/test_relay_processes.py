@@ -16,6 +16,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 from honcho.environ import parse_procfile
 
+from checkout.extensions import db
 from checkout.gateway import GatewayEvent
 from checkout.mail.outbox import OutboxMessage
 from checkout.shop.models import Order
@@ -40,12 +41,16 @@ def delivered(ledger: Ledger) -> list[GatewayEvent]:
 def test_a_web_app_starts_no_thread_at_creation_nor_at_its_requests(database_url: str, tmp_path: Path) -> None:
     before = set(threading.enumerate())
     app = make_app(database_url, str(tmp_path / "instance"))
-    client = app.test_client()
-    client.get("/")
-    client.get("/cart")
-    # A payment writes an email into the outbox and an event for the gateway to deliver: work a relay would take.
-    assert post_order(client, str(uuid.uuid4()), order_body()).status_code == 201
-    started = [thread.name for thread in threading.enumerate() if thread not in before]
+    try:
+        client = app.test_client()
+        client.get("/")
+        client.get("/cart")
+        # A payment writes an email into the outbox and an event for the gateway to deliver: work a relay would take.
+        assert post_order(client, str(uuid.uuid4()), order_body()).status_code == 201
+        started = [thread.name for thread in threading.enumerate() if thread not in before]
+    finally:
+        with app.app_context():
+            db.engine.dispose()  # on PostgreSQL, a pool left to the garbage collector warns in a later test
     assert started == []
 
 
