@@ -240,6 +240,19 @@ def claim_as_a_dying_worker(
     return operation
 
 
+def charge_as_its_holder(app: Flask, reference: str, gateway_key: str, amount: tuple[int, str]) -> str:
+    """What a holder's gateway call does before its answer comes back: the gateway charges the key. The charge id."""
+    from checkout.shop.placement import gateway
+
+    cents, currency = amount
+    with app.app_context():
+        charge = gateway().charge(
+            gateway_key=gateway_key, amount_cents=cents, currency=currency, card_number=GOOD_CARD, reference=reference
+        )
+        db.session.remove()
+    return charge.id
+
+
 def expire_every_record(app: Flask) -> None:
     """Let every record outlive its lifetime (CHECKOUT_KEY_LIFETIME_SECONDS): a purge may now take it."""
     with app.app_context():

@@ -23,6 +23,7 @@ from tests.helpers import (
     UNAVAILABLE_CARD,
     VERY_SLOW_CARD,
     Ledger,
+    charge_as_its_holder,
     claim_as_a_dying_worker,
     order_body,
     post_order,
@@ -138,16 +139,9 @@ def _charged_by_the_holder_then_paid_by_its_webhook(
 ) -> None:
     """What the very slow card does: the gateway charges halfway through the holder's call, and its webhook
     pays the order (or payment) while the holder still waits for its answer, its key still in progress."""
-    from checkout.shop.placement import gateway
-
-    with app.app_context():
-        cents, currency = amount
-        charge = gateway().charge(
-            gateway_key=key, amount_cents=cents, currency=currency, card_number=GOOD_CARD, reference=reference
-        )
-        db.session.remove()
+    charge_id = charge_as_its_holder(app, reference, key, amount)
     event = {"id": f"evt_{uuid.uuid4().hex[:8]}", "type": "charge.succeeded", "created": 0,
-             "data": {"id": charge.id, "reference": reference}}  # fmt: skip
+             "data": {"id": charge_id, "reference": reference}}  # fmt: skip
     assert signed_post(client, event).get_json()["result"] == "applied"
 
 

@@ -16,7 +16,6 @@ from flask.testing import FlaskClient, FlaskCliRunner
 
 from checkout.audit import IdempotencyEvent
 from checkout.database import utcnow, writing
-from checkout.extensions import db
 from checkout.gateway import GatewayEvent
 from checkout.gateway.relay import deliverer
 from checkout.gateway.signing import HEADER, sign
@@ -24,15 +23,14 @@ from checkout.gateway.webhooks import Deliverer
 from checkout.mail.outbox import OutboxMessage
 from checkout.shop import schemas
 from checkout.shop.models import Order, Refund, WebhookReceipt
-from checkout.shop.placement import gateway
 from checkout.shop.webhooks import apply
 from tests.conftest import LiveServer
 from tests.helpers import (
     ALICE,
     ANSWER_LOST_CARD,
-    GOOD_CARD,
     UNAVAILABLE_CARD,
     Ledger,
+    charge_as_its_holder,
     claim_as_a_dying_worker,
     event_of,
     form_fields,
@@ -192,10 +190,7 @@ def test_a_signed_charge_failed_for_a_key_the_gateway_charged_leaves_the_order_t
     key = str(uuid.uuid4())
     claim_as_a_dying_worker(app, key, lease_seconds=60)
     [order] = ledger.orders()
-    with app.app_context():
-        gateway().charge(gateway_key=order.gateway_key, amount_cents=order.total_cents, currency=order.currency,
-                         card_number=GOOD_CARD, reference=order.public_id)  # fmt: skip
-        db.session.remove()
+    charge_as_its_holder(app, order.public_id, order.gateway_key, (order.total_cents, order.currency))
     failed = {"id": "evt_raced", "type": "charge.failed", "created": 0, "data": {"reference": order.public_id}}
     assert signed_post(client, failed).get_json()["result"] == "ignored"
     assert [o.status for o in ledger.orders()] == ["pending"]  # the holder, or reconcile, pays it from its charge
