@@ -188,6 +188,8 @@ class Settings(BaseSettings):
     """how long a duplicate browser submit waits for the first"""
     waiters_per_key: Count = 2
     """how many duplicates of one key may wait at once in one worker; the rest answer at once"""
+    max_wait_seconds: Annotated[int, Field(ge=0)] = 10
+    """the cap on Prefer: wait=N; below a proxy's read timeout (make proxy sets it), or the proxy answers 504"""
     rate_limit: str = "10000 per minute"
     """requests per client (API token, else address); off turns limits off"""
     redis_url: str = ""
@@ -382,6 +384,7 @@ def finalize(config: dict[str, Any], instance_path: str) -> None:
         IDEMPOTENCY_LEASE_SECONDS=settings.lease_seconds,
         IDEMPOTENCY_LIFETIME_SECONDS=settings.key_lifetime_seconds,
         IDEMPOTENCY_WAITERS_PER_KEY=settings.waiters_per_key,
+        IDEMPOTENCY_MAX_WAIT_SECONDS=settings.max_wait_seconds,
         IDEMPOTENCY_SECRET=config["CHECKOUT_FINGERPRINT_SECRET"],
     )
 

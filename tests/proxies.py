@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from checkout.lab.proxy import READ_TIMEOUT, SERVER_NAMES, Proxied, Proxy, find_nginx, nginx
+from checkout.lab.proxy import READ_TIMEOUT, SERVER_NAMES, Proxied, Proxy, find_nginx, nginx, wait_cap
 from tests.helpers import wait_for
 from tests.servers import Server, free_port, gunicorn
 
@@ -44,7 +44,8 @@ class ProxiedShop:
 def proxied_shop(
     database_url: str, folder: Path, *, read_timeout: str = READ_TIMEOUT, settings: dict[str, str] | None = None
 ) -> Iterator[ProxiedShop]:
-    """make proxy's shop: app-1 and app-2 on one database, nginx in front of them, until the block ends."""
+    """make proxy's shop: app-1 and app-2 on one database, nginx in front of them, until the block ends (``Prefer:
+    wait`` capped below nginx's read timeout, as make proxy does, unless ``settings`` say otherwise)."""
     port = free_port()
     shop_url = f"http://127.0.0.1:{port}"
     with gunicorn(
@@ -53,7 +54,12 @@ def proxied_shop(
         servers=2,
         workers=2,
         names=SERVER_NAMES,
-        settings={**SLOW, "CHECKOUT_SHOP_URL": shop_url, **(settings or {})},
+        settings={
+            **SLOW,
+            "CHECKOUT_MAX_WAIT_SECONDS": str(wait_cap(read_timeout)),
+            "CHECKOUT_SHOP_URL": shop_url,
+            **(settings or {}),
+        },
     ) as servers:
         upstreams = [server.url.removeprefix("http://") for server in servers]
         with nginx(

@@ -13,6 +13,7 @@ from flask.testing import FlaskCliRunner
 from checkout import create_app
 from checkout.config import parse_bool
 from checkout.extensions import db
+from checkout.lab.proxy import wait_cap
 from tests.helpers import ALICE, Ledger, order_body, post_order, purge_every_record
 
 
@@ -259,3 +260,15 @@ def test_servers_starting_at_once_all_read_the_one_complete_instance_secret(tmp_
             secrets_read = pool.map(_instance_secret_in, [str(folder)] * 8)
             assert len(set(secrets_read)) == 1 and len(secrets_read[0]) == 64, (trial, set(secrets_read))
             assert [p.name for p in folder.iterdir()] == ["fingerprint_secret"]  # no draft left behind
+
+
+def test_make_proxy_caps_prefer_wait_a_second_below_nginxs_read_timeout() -> None:
+    """Behind nginx a duplicate that waits must answer before nginx gives up on it (else the client gets a 504)."""
+    assert [wait_cap(timeout) for timeout in ("1s", "1500ms", "2", "60s", "2m")] == [0, 0, 1, 59, 119]
+    with pytest.raises(ValueError, match="not an nginx time"):
+        wait_cap("soon")
+
+
+def test_the_cap_on_prefer_wait_is_the_engines_setting(tmp_path: Any) -> None:
+    app = create_app({"SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path}/x.db", "CHECKOUT_MAX_WAIT_SECONDS": "0"})
+    assert app.config["IDEMPOTENCY_MAX_WAIT_SECONDS"] == 0

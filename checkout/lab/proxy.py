@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "deploy" / "nginx" / "checkout.conf.template"
 SERVER_NAMES = ("app-1", "app-2")
 READ_TIMEOUT = "1s"  # shorter than the slow card (CHECKOUT_SLOW_CARD_SECONDS, 3 s): the workshop sees the resend
+_NGINX_TIME = re.compile(r"(\d+)(ms|s|m)?")
 # The Procfile's relays: one of each is enough for the one database both servers share (they claim before they send).
 RELAYS = (
     ("outbox", ("outbox", "relay", "--forever")),
@@ -51,6 +52,16 @@ make proxy runs its own nginx as an ordinary process, from instance/proxy/: the 
 service can stay stopped. Then run make proxy again."""
 
 _PLACEHOLDER = re.compile(r"\$\{(PROXY_[A-Z0-9_]+)\}")
+
+
+def wait_cap(read_timeout: str) -> int:
+    """CHECKOUT_MAX_WAIT_SECONDS for servers behind nginx: a duplicate that waits (``Prefer: wait``) answers a
+    second before nginx would give up on it, so the client gets the shop's 409 and Retry-After, not a 504."""
+    found = _NGINX_TIME.fullmatch(read_timeout.strip())
+    if found is None:
+        raise ValueError(f"not an nginx time: {read_timeout!r} (say 1s, 1500ms or 2m)")
+    seconds = int(found.group(1)) * {"ms": 0.001, "s": 1, None: 1, "m": 60}[found.group(2)]
+    return max(0, int(seconds) - 1)
 
 
 class NginxMissing(RuntimeError):
@@ -311,6 +322,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         for name, address in zip(SERVER_NAMES, app_servers, strict=True):
             env = {
+                "CHECKOUT_MAX_WAIT_SECONDS": str(wait_cap(args.read_timeout)),  # unless the environment says
                 **os.environ,
                 "CHECKOUT_SHOP_URL": shop_url,  # the lab's controls and the webhooks go through the proxy too
                 "CHECKOUT_SERVER_NAME": name,  # the lab's timeline says which server took each step
