@@ -219,7 +219,7 @@ def claim_as_a_dying_worker(
     from checkout.extensions import once
     from checkout.idempotency import Scope, Settings
     from checkout.idempotency.edge import keyed_fingerprint
-    from checkout.idempotency.engine import begin
+    from checkout.idempotency.engine import Asked, begin
     from checkout.shop.models import Customer
     from checkout.shop.placement import SAFE, ApiResponder, OrderRequest, PlaceOrder
     from checkout.shop.schemas import parse_order
@@ -230,11 +230,13 @@ def claim_as_a_dying_worker(
         assert customer_id is not None
         request = OrderRequest(customer_id, key, parsed.email, parsed.card_number, items=parsed.lines())
         operation = begin(
-            once.store,
-            Scope("cus_demo_alice", API_ENDPOINT, key),
-            keyed_fingerprint(API_ENDPOINT, parsed.normalized()),
-            PlaceOrder(request, ApiResponder(), SAFE).phases(),
-            settings=Settings(lease_seconds=lease_seconds),
+            Asked(
+                once.store,
+                Scope("cus_demo_alice", API_ENDPOINT, key),
+                keyed_fingerprint(API_ENDPOINT, parsed.normalized()),
+                PlaceOrder(request, ApiResponder(), SAFE).phases(),
+                Settings(lease_seconds=lease_seconds),
+            )
         )
         db.session.remove()
     return operation

@@ -44,7 +44,7 @@ def claim_payment_as_a_dying_worker(app: Flask, key: str, body: dict[str, Any], 
     from checkout.extensions import once
     from checkout.idempotency import Scope, Settings
     from checkout.idempotency.edge import keyed_fingerprint
-    from checkout.idempotency.engine import begin
+    from checkout.idempotency.engine import Asked, begin
     from checkout.shop.models import Customer
     from checkout.shop.payments import API_PAYMENTS, ApiPaymentResponder, PaymentRequest, PlacePayment
     from checkout.shop.placement import gateway
@@ -56,11 +56,13 @@ def claim_payment_as_a_dying_worker(app: Flask, key: str, body: dict[str, Any], 
         customer_id = db.session.scalar(sa.select(Customer.id).where(Customer.public_id == "cus_demo_alice"))
         assert customer_id is not None
         operation = begin(
-            once.store,
-            Scope("cus_demo_alice", API_PAYMENTS, key),
-            keyed_fingerprint(API_PAYMENTS, parsed.normalized()),
-            PlacePayment(PaymentRequest(customer_id, key, parsed), ApiPaymentResponder(), gateway()).phases(),
-            settings=Settings(lease_seconds=lease_seconds),
+            Asked(
+                once.store,
+                Scope("cus_demo_alice", API_PAYMENTS, key),
+                keyed_fingerprint(API_PAYMENTS, parsed.normalized()),
+                PlacePayment(PaymentRequest(customer_id, key, parsed), ApiPaymentResponder(), gateway()).phases(),
+                Settings(lease_seconds=lease_seconds),
+            )
         )
         db.session.remove()
     return operation

@@ -15,7 +15,7 @@ from checkout.audit import IdempotencyRecord
 from checkout.database import utcnow, writing
 from checkout.extensions import db, once
 from checkout.idempotency import STARTED, LeaseLost, MoveTo, Operation, Phase, Scope, Settings
-from checkout.idempotency.engine import begin, take_over
+from checkout.idempotency.engine import Asked, begin, take_over
 from tests.helpers import (
     ALICE,
     ANSWER_LOST_CARD,
@@ -96,10 +96,10 @@ def test_a_worker_whose_lease_was_taken_over_cannot_write(app: Flask) -> None:
     scope = Scope("cus_x", "POST /api/orders", "lease-test-key-0001")
     settings = Settings(lease_seconds=60)
     with app.app_context():
-        first = begin(once.store, scope, "f" * 64, STEP_ONE, settings=settings)
+        first = begin(Asked(once.store, scope, "f" * 64, STEP_ONE, settings))
         with writing() as tx:
             tx.execute(sa.update(IdempotencyRecord).values(locked_until=utcnow() - timedelta(seconds=1)))
-        second = begin(once.store, scope, "f" * 64, STEP_ONE, settings=settings)
+        second = begin(Asked(once.store, scope, "f" * 64, STEP_ONE, settings))
         assert isinstance(first, Operation) and isinstance(second, Operation) and second.resumed
         with pytest.raises(LeaseLost), first.owned():
             first.apply(MoveTo("step_two"))
@@ -113,7 +113,7 @@ def test_of_many_retries_racing_for_an_expired_lease_exactly_one_takes_it_over(a
     scope = Scope("cus_x", "POST /api/orders", "takeover-race-0001")
     settings = Settings(lease_seconds=60)
     with app.app_context():
-        begin(once.store, scope, "f" * 64, STEP_ONE, settings=settings)
+        begin(Asked(once.store, scope, "f" * 64, STEP_ONE, settings))
         with writing() as tx:
             tx.execute(sa.update(IdempotencyRecord).values(locked_until=utcnow() - timedelta(seconds=1)))
         record = once.store.find(scope)
@@ -174,7 +174,7 @@ def test_reconcile_restarts_an_operation_that_created_nothing(
 ) -> None:
     key = str(uuid.uuid4())
     with app.app_context():  # a claim whose first phase made nothing the gateway could have charged
-        begin(once.store, Scope("cus_demo_alice", "POST /api/orders", key), "f" * 64, STEP_ONE, settings=Settings())
+        begin(Asked(once.store, Scope("cus_demo_alice", "POST /api/orders", key), "f" * 64, STEP_ONE, Settings()))
         db.session.remove()
     age_every_record(app)
     assert "restarted" in runner.invoke(args=["idempotency", "reconcile"]).output
@@ -189,11 +189,13 @@ def test_a_crash_inside_the_claims_transaction_leaves_no_record_and_no_order(app
 
     with app.app_context(), pytest.raises(RuntimeError):
         begin(
-            once.store,
-            Scope("cus_x", "POST /api/orders", "crash-key-000000001"),
-            "f" * 64,
-            {STARTED: Phase(commit=crash)},
-            settings=Settings(),
+            Asked(
+                once.store,
+                Scope("cus_x", "POST /api/orders", "crash-key-000000001"),
+                "f" * 64,
+                {STARTED: Phase(commit=crash)},
+                Settings(),
+            )
         )
     assert ledger.records() == [] and ledger.orders() == [] and ledger.events() == []
 

@@ -23,6 +23,7 @@ from tests.helpers import (
     UNAVAILABLE_CARD,
     VERY_SLOW_CARD,
     Ledger,
+    age_every_record,
     charge_as_its_holder,
     claim_as_a_dying_worker,
     order_body,
@@ -178,3 +179,78 @@ def test_a_payment_key_still_held_for_a_payment_already_succeeded_answers_it_not
         assert answer.status_code == 201, (prefer, answer.get_json())
         assert answer.headers["Idempotent-Replayed"] == "true" and answer.get_json()["status"] == "succeeded"
     assert len(ledger.succeeded_charges()) == 1
+
+
+def test_a_duplicate_waiting_on_a_held_key_wakes_when_a_webhook_pays_its_order(
+    app: Flask, client: FlaskClient, ledger: Ledger
+) -> None:
+    """``Prefer: wait`` ends when the order is final, not when the holder's own answer comes back (here never:
+    the holder hangs at the gateway with a long lease, and the wait asked for is longer than the test)."""
+    app.config["IDEMPOTENCY_MAX_WAIT_SECONDS"] = 600
+    key = str(uuid.uuid4())
+    claim_as_a_dying_worker(app, key, lease_seconds=600)
+    [order] = ledger.orders()
+    answers: list[Any] = []
+    waiting = threading.Thread(
+        target=lambda: answers.append(post_order(app.test_client(), key, order_body(), headers={"Prefer": "wait=600"}))
+    )
+    waiting.start()
+    wait_for(lambda: "conflict" in ledger.events())  # the duplicate has looked once and waits
+    _charged_by_the_holder_then_paid_by_its_webhook(
+        app, client, order.public_id, order.gateway_key, (order.total_cents, order.currency)
+    )
+    waiting.join(timeout=30)
+    assert not waiting.is_alive(), "the duplicate still waits for an order already paid"
+    [answer] = answers
+    assert answer.status_code == 201 and answer.get_json()["status"] == "paid"
+    assert answer.headers["Idempotent-Replayed"] == "true"
+    assert len(ledger.succeeded_charges()) == 1
+
+
+# --- a 202 is carried to its outcome by the process that answered it, with no retry and no cron ------------------
+
+
+def _polled_until_final(client: FlaskClient, location: str) -> dict[str, Any]:
+    """What a client told 202 does: GET the Location until it is no longer pending (bounded by wait_for)."""
+    return wait_for(lambda: (shown := client.get(location, headers=ALICE).get_json())["status"] != "pending" and shown)
+
+
+def test_a_202_payment_whose_gateway_was_down_is_carried_on_and_polls_to_succeeded(
+    client: FlaskClient, ledger: Ledger
+) -> None:
+    key, body = new_key(), payment_body(card=UNAVAILABLE_CARD)
+    accepted = post_payment(client, key, body, headers=ASYNC)
+    assert accepted.status_code == 202
+    shown = _polled_until_final(client, accepted.headers["Location"])
+    assert shown["status"] == "succeeded"
+    [charge] = ledger.succeeded_charges()
+    assert shown["charge_id"] == charge.id
+    [record] = ledger.records()
+    assert (record.state, record.response_status) == ("completed", 201)  # its answer is stored under the key
+    retry = post_payment(client, key, body, headers=ASYNC)
+    assert retry.status_code == 201 and retry.headers["Idempotent-Replayed"] == "true"
+    assert "resumed" in ledger.events() and len(ledger.charges()) == 1
+
+
+def test_a_202_order_whose_gateway_was_down_is_carried_on_and_polls_to_paid(
+    client: FlaskClient, ledger: Ledger
+) -> None:
+    accepted = post_order(client, str(uuid.uuid4()), order_body(card=UNAVAILABLE_CARD), headers=ASYNC)
+    assert accepted.status_code == 202
+    assert _polled_until_final(client, accepted.headers["Location"])["status"] == "paid"
+    assert len(ledger.orders()) == 1 and len(ledger.succeeded_charges()) == 1
+
+
+def test_a_202_duplicate_carries_on_the_order_of_a_holder_that_died(
+    app: Flask, client: FlaskClient, ledger: Ledger
+) -> None:
+    """The duplicate holds the same body (its fingerprint says so), card and all: once the dead holder's lease
+    runs out, the process that answered the duplicate 202 takes the order over and pays it."""
+    key = str(uuid.uuid4())
+    claim_as_a_dying_worker(app, key, lease_seconds=60)  # it made the order, then died before the gateway
+    accepted = post_order(client, key, order_body(), headers=ASYNC)
+    assert accepted.status_code == 202
+    age_every_record(app)  # the dead holder's lease runs out
+    assert _polled_until_final(client, accepted.headers["Location"])["status"] == "paid"
+    assert len(ledger.orders()) == 1 and len(ledger.succeeded_charges()) == 1
+    assert "resumed" in ledger.events()

@@ -19,7 +19,8 @@ from flask import Flask, Response, abort, current_app, make_response, request
 from flask.typing import ResponseReturnValue
 from sqlalchemy.exc import OperationalError
 
-from .engine import Operation, Phase, peek, run, take_over
+from .carry import Carriers
+from .engine import Asked, Operation, Phase, peek, run, take_over
 from .keys import InvalidKey, fingerprint, parse_key
 from .models import record_table
 from .outcomes import Done, InProgress, Mismatch, Outcome, Refused, Unfinished
@@ -34,6 +35,7 @@ CONFIG = {
     "IDEMPOTENCY_LIFETIME_SECONDS": 24 * 3600.0,  # how long a completed key is replayed before a purge may go
     "IDEMPOTENCY_WAITERS_PER_KEY": 2,  # duplicates of one key that wait in one process; the rest answer at once
     "IDEMPOTENCY_MAX_WAIT_SECONDS": 10,  # the cap on Prefer: wait=N
+    "IDEMPOTENCY_CARRIERS": 8,  # operations answered 202 that a process carries on at once (0: none; carry.py)
     "IDEMPOTENCY_SECRET": None,  # the fingerprints' HMAC key (a body may hold a card number); else SECRET_KEY
 }
 View = TypeVar("View", bound=Callable[..., Any])
@@ -95,6 +97,7 @@ class Idempotency:
         for name, value in CONFIG.items():
             app.config.setdefault(name, value)
         app.extensions["idempotency"] = self
+        app.extensions["idempotency.carriers"] = Carriers(app, int(app.config["IDEMPOTENCY_CARRIERS"]))
         with app.app_context():
             configure_sqlite(self.db.engine)
 
@@ -148,7 +151,9 @@ class Idempotency:
         scope = pipeline.scope_of(customer, pipeline.endpoint, key)
         waits = preferred_wait() if wait is None else wait
         store, fingerprint_ = pipeline.store or self.store, pipeline.fingerprint_of(pipeline.endpoint, body)
-        outcome = run(store, scope, fingerprint_, phases, settings=self.settings(expected_call_seconds), wait=waits)
+        settled = (lambda reference: final(reference) is not None) if final else None  # a waiting duplicate wakes
+        asked = Asked(store, scope, fingerprint_, phases, self.settings(expected_call_seconds), settled)
+        outcome = run(asked, wait=waits)
         applied = [f"wait={waits}"] if wait is None and waits else []
         reference = outcome.reference if isinstance(outcome, InProgress | Unfinished) else None
         if final and reference and (finished := final(reference)) is not None:
@@ -160,6 +165,8 @@ class Idempotency:
             if response is not None:
                 applied.insert(0, "respond-async")
                 _note_answer(scope, Event.ACCEPTED)
+                if isinstance(outcome, InProgress | Unfinished):  # this key's own operation: see it through
+                    current_app.extensions["idempotency.carriers"].start(asked, pending[1])
         if response is None:
             response = make_response((answers or JSON).answer(outcome, key))
         if applied:

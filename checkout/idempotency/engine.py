@@ -41,29 +41,28 @@ Phases = Mapping[str, Phase]  # each recovery point's phase; phases[STARTED] run
 
 
 @dataclass(frozen=True)
-class Asked:  # one request under a key: what every look at its record needs
+class Asked:
+    """One request under a key: what every look at its record needs. ``settled``: whether what a reference names
+    is final by another path (a webhook paid the order), so a duplicate that waits on the key stops waiting."""
+
     store: RecordStore
     scope: Scope
     fingerprint: str
     phases: Phases
     settings: Settings
+    settled: Callable[[str], bool] | None = None
 
 
-def run(
-    store: RecordStore, scope: Scope, fingerprint: str, phases: Phases, *, settings: Settings, wait: float = 0
-) -> Outcome:
+def run(asked: Asked, *, wait: float = 0) -> Outcome:
     """Run the operation at most once for this scope, whatever the retries and races. A request that finds the
     key in progress waits up to ``wait`` seconds for its outcome, or is told InProgress at once."""
-    claimed = begin(store, scope, fingerprint, phases, settings=settings, wait=wait)
-    return advance(claimed, phases) if isinstance(claimed, Operation) else claimed
+    claimed = begin(asked, wait=wait)
+    return advance(claimed, asked.phases) if isinstance(claimed, Operation) else claimed
 
 
-def begin(
-    store: RecordStore, scope: Scope, fingerprint: str, phases: Phases, *, settings: Settings, wait: float = 0
-) -> Operation | Outcome:
+def begin(asked: Asked, *, wait: float = 0) -> Operation | Outcome:
     """Claim (or take over) the key and run its first phase, no further (a test plays a worker dying there)."""
-    asked = Asked(store, scope, fingerprint, phases, settings)
-    outcome = _attempt(asked, first_look=True)
+    outcome = look(asked, first_look=True)
     return _wait(asked, outcome, wait) if isinstance(outcome, InProgress) and wait > 0 else outcome
 
 
@@ -98,7 +97,8 @@ def peek(scope: Scope, store: RecordStore) -> RecordView | None:  # read without
     return store.find(scope)
 
 
-def _attempt(asked: Asked, *, first_look: bool) -> Operation | Outcome:
+def look(asked: Asked, *, first_look: bool) -> Operation | Outcome:
+    """Claim the key, or answer what its record says (a replay, a mismatch, in progress), or take it over."""
     for _ in range(ATTEMPTS):
         view = peek(asked.scope, asked.store)
         decided = _claim(asked) if view is None else _answer_existing(asked, view, first_look=first_look)
@@ -211,9 +211,11 @@ def _wait(asked: Asked, told: InProgress, wait: float) -> Operation | Outcome:
             return told
         deadline = time.monotonic() + wait
         decided: Operation | Outcome = told
-        while isinstance(decided, InProgress) and _wait_for_change(asked, deadline):
-            decided = _attempt(asked, first_look=False)
-        if not isinstance(decided, InProgress):
+        while isinstance(decided, InProgress) and not _settled(asked, decided.reference):
+            if not _wait_for_change(asked, deadline):
+                break
+            decided = look(asked, first_look=False)
+        if not isinstance(decided, InProgress) or _settled(asked, decided.reference):
             return decided
         view = peek(asked.scope, asked.store)  # given up: told when to come back as of now, not as of when it came
         if view is None or not view.lease_live:
@@ -236,14 +238,19 @@ def _waiting_slot(scope: Scope, limit: int) -> Iterator[bool]:
                     del _waiting[scope]
 
 
+def _settled(asked: Asked, reference: str | None) -> bool:
+    return bool(asked.settled and reference and asked.settled(reference))
+
+
 def _wait_for_change(asked: Asked, deadline: float) -> bool:
-    """Poll with plain reads until the record is completed or its lease is free; False at the deadline."""
+    """Poll with plain reads until the record is completed, its lease is free or what it names is settled
+    elsewhere; False at the deadline."""
     pause = threading.Event()
     while time.monotonic() < deadline:
         session().rollback()  # never sleep in a transaction: the last read pinned a snapshot on SQLite
         pause.wait(min(asked.settings.poll_seconds, max(0.0, deadline - time.monotonic())))
         view = peek(asked.scope, asked.store)
-        if view is None or view.completed or not view.lease_live:
+        if view is None or view.completed or not view.lease_live or _settled(asked, view.reference):
             return True
     return False
 

@@ -63,6 +63,7 @@ class PaymentEvent(enum.StrEnum):
     ORDER_FOUND = "order_found"  # a claim found its key's order still pending (its record was lost), and pays it on
     OUT_OF_STOCK = "out_of_stock"
     ALREADY_PAID = "already_paid"  # POST /api/payments: the client's order is paid already, by another key
+    HOLDER_DIED = "holder_died"  # POST /api/payments: another key's payment holds the order, its worker is gone
     RECONCILED = "reconciled"
 
 
@@ -222,7 +223,7 @@ class Phases(Generic[Made]):
     names (``made``) before it calls out again, under the row's own gateway key."""
 
     created: ClassVar[str]  # the recovery point between the two phases
-    _kept: Made | None = None
+    _kept: tuple[str, Made] | None = None  # what the operation holding it made, read in this attempt
 
     def phases(self) -> dict[str, Phase]:
         """What the idempotency engine runs."""
@@ -240,17 +241,20 @@ class Phases(Generic[Made]):
     def load(self, public_id: str) -> Made | None:
         raise NotImplementedError
 
-    def keep(self, made: Made) -> Made:
-        self._kept = made
+    def keep(self, operation: Operation, made: Made) -> Made:
+        self._kept = (operation.owner, made)
         return made
 
     def made(self, operation: Operation) -> Made:
-        if self._kept is None and operation.reference is not None:
-            with reading():  # resumed: read what its record names, and end the read before the gateway call
-                self._kept = self.load(operation.reference)
+        """What the operation made: as this attempt wrote it, else read back (a takeover, or this request's phases
+        carried on after a 202, reads it again: it may have changed meanwhile)."""
+        if (self._kept is None or self._kept[0] != operation.owner) and operation.reference is not None:
+            with reading():  # end the read before the gateway call
+                found = self.load(operation.reference)
+            self._kept = (operation.owner, found) if found is not None else None
         if self._kept is None:
             raise RuntimeError(f"recovery point {operation.recovery_point} but nothing was made")
-        return self._kept
+        return self._kept[1]
 
 
 @dataclass
@@ -308,7 +312,7 @@ class PlaceOrder(Phases[OrderView]):
                 # gateway key (charged once), as a resumed payment (a provider without keys looks first).
                 operation.note(PaymentEvent.ORDER_FOUND, order_id=order.public_id)
                 operation.resumed = True
-                self.keep(order)
+                self.keep(operation, order)
                 return MoveTo(ORDER_CREATED)
             operation.note(PaymentEvent.ALREADY_FINAL, order_id=order.public_id, status=order.status)
             return Complete(answer_for(order, self.respond))
@@ -325,7 +329,7 @@ class PlaceOrder(Phases[OrderView]):
         operation.note(PaymentEvent.ORDER_CREATED, order_id=order.public_id)
         # Written in the transaction that precedes the call: the worker named here makes it next.
         operation.note(PaymentEvent.GATEWAY_CALLED, order_id=order.public_id, gateway_key=order.gateway_key)
-        self.keep(order)
+        self.keep(operation, order)
         return MoveTo(ORDER_CREATED)
 
     # -- order_created: the gateway, with no transaction open, then one transaction ---

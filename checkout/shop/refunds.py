@@ -184,6 +184,7 @@ class PlaceRefund(Phases[RefundView]):
         operation.note(RefundEvent.REFUND_CREATED, order_id=order.public_id, refund_id=refund_id, amount_cents=amount)
         operation.note(RefundEvent.GATEWAY_CALLED, refund_id=refund_id, gateway_key=refund_key_for(refund_id))
         self.keep(
+            operation,
             RefundView(
                 created,
                 refund_id,
@@ -197,7 +198,7 @@ class PlaceRefund(Phases[RefundView]):
                 REFUND_PENDING,
                 utcnow(),
                 self.request.idempotency_key,
-            )
+            ),
         )
         return MoveTo(REFUND_CREATED)
 
@@ -209,7 +210,7 @@ class PlaceRefund(Phases[RefundView]):
             operation.note(RefundEvent.ALREADY_REFUNDED, order_id=made.order_public_id, refund_id=made.public_id)
             return Complete(self.respond.refunded(made))
         operation.note(RefundEvent.GATEWAY_CALLED, refund_id=made.public_id, gateway_key=made.refund_key)
-        self.keep(made)
+        self.keep(operation, made)
         return MoveTo(REFUND_CREATED)
 
     def load(self, public_id: str) -> RefundView | None:
