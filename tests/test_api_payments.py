@@ -16,9 +16,10 @@ from hypothesis import strategies as st
 from openapi_spec_validator import validate
 from prometheus_client import REGISTRY
 
+from checkout.audit import IdempotencyEvent
 from checkout.extensions import db, once
 from checkout.idempotency import STARTED, MoveTo, Operation, Phase, Scope, Settings
-from checkout.idempotency.engine import begin
+from checkout.idempotency.engine import Asked, begin
 from checkout.shop.models import Payment
 from checkout.shop.payments import API_PAYMENTS
 from tests.conftest import LiveServer
@@ -34,6 +35,7 @@ from tests.helpers import (
     Ledger,
     SameInstantLooks,
     age_every_record,
+    charge_as_its_holder,
     event_of,
     order_body,
     post_order,
@@ -375,6 +377,43 @@ def test_a_second_key_while_the_first_is_still_paying_is_409_in_progress_and_not
     assert ledger.charges() == []
 
 
+def test_a_second_key_finding_the_order_held_by_a_dead_worker_ends_that_payment_and_pays(
+    app: Flask, client: FlaskClient, ledger: Ledger
+) -> None:
+    """The holder died before the gateway charged, and its lease ran out: the second key fences its gateway key,
+    ends it failed, and pays the order itself, in one request, with no reconcile."""
+    body, first_key, second_key = payment_body(card=VERY_SLOW_CARD), new_key(), new_key()
+    claim_payment_as_a_dying_worker(app, first_key, body, lease_seconds=60)
+    age_every_record(app)  # its lease has run out
+    answer = post_payment(client, second_key, {**body, "card_number": GOOD_CARD})
+    assert answer.status_code == 201 and answer.get_json()["status"] == "succeeded"
+    dead, paid = sorted(payments_of(ledger), key=lambda p: p.idempotency_key != first_key)
+    assert (dead.status, paid.status, paid.public_id) == ("failed", "succeeded", answer.get_json()["id"])
+    [charge] = ledger.succeeded_charges()  # and the dead worker's gateway key voided: it can charge no more
+    assert charge.id == paid.charge_id
+    assert "holder_died" in ledger.events(IdempotencyEvent.key == second_key)
+    late = post_payment(client, first_key, body)  # the dead worker's client, retrying: its payment's true end
+    assert late.status_code == 402 and late.get_json()["type"] == "payment-abandoned"
+
+
+def test_a_second_key_finding_the_order_charged_by_a_dead_worker_is_told_it_is_already_paid(
+    app: Flask, client: FlaskClient, ledger: Ledger
+) -> None:
+    """The holder's charge went through before it died: that charge stands, and the second key is told so, final."""
+    body, first_key, second_key = payment_body(), new_key(), new_key()
+    claim_payment_as_a_dying_worker(app, first_key, body, lease_seconds=60)
+    [holder] = payments_of(ledger)
+    charge_id = charge_as_its_holder(app, holder.public_id, holder.gateway_key, (holder.amount, holder.currency))
+    age_every_record(app)
+    answer = post_payment(client, second_key, body)
+    assert answer.status_code == 409 and answer.get_json()["type"] == "order-already-paid"
+    assert answer.get_json()["payment_id"] == holder.public_id
+    [paid] = payments_of(ledger)
+    assert (paid.status, paid.charge_id) == ("succeeded", charge_id)
+    assert len(ledger.charges()) == 1
+    assert post_payment(client, first_key, body).status_code == 201  # its own client: the payment, replayed
+
+
 # --- the fault cards ------------------------------------------------------------------------------
 
 
@@ -524,7 +563,7 @@ def test_reconcile_restarts_a_payment_that_created_nothing(
     key = new_key()
     nothing = {STARTED: Phase(commit=lambda _operation, _nothing: MoveTo("payment_created"))}
     with app.app_context():
-        begin(once.store, Scope("cus_demo_alice", API_PAYMENTS, key), "f" * 64, nothing, settings=Settings())
+        begin(Asked(once.store, Scope("cus_demo_alice", API_PAYMENTS, key), "f" * 64, nothing, Settings()))
         db.session.remove()
     age_every_record(app)
     assert "restarted" in runner.invoke(args=["idempotency", "reconcile"]).output

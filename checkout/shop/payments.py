@@ -8,16 +8,31 @@ Design: docs/design.md#checkoutshoppaymentspy-the-payment-request-in-phases
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, ClassVar, Protocol
 
 import sqlalchemy as sa
 
-from checkout.database import insert_ignoring_conflicts, public_id, table_of, utcnow
-from checkout.extensions import db
+from checkout.database import insert_ignoring_conflicts, public_id, reading, table_of, utcnow
+from checkout.extensions import db, once
 from checkout.gateway import Gateway
-from checkout.idempotency import Complete, MoveTo, Operation, Refuse, Step, StoredResponse, key_reused
+from checkout.i18n import N_
+from checkout.idempotency import (
+    Complete,
+    Event,
+    LeaseLost,
+    MoveTo,
+    Operation,
+    Phase,
+    RecordView,
+    Refuse,
+    RetryLater,
+    Step,
+    StoredResponse,
+    key_reused,
+)
 from checkout.shop import schemas
 from checkout.shop.models import (
     PAYMENT_DECLINED,
@@ -43,6 +58,7 @@ from checkout.shop.placement import (
 
 API_PAYMENTS = "POST /api/payments"
 PAYMENT_CREATED = "payment_created"
+FENCING_HOLDER = "fencing_holder"  # a recovery point: ending another key's payment whose worker died
 PAYMENT_PREFIX = "pay"
 
 payments = table_of(Payment)
@@ -264,13 +280,48 @@ class ApiPaymentResponder:
         return key_reused()
 
 
-def _holder_answers_in(operation: Operation, holder: PaymentView, gateway: Gateway) -> int:
+def _holders_record(operation: Operation, holder: PaymentView) -> RecordView | None:
+    return operation.store.find(replace(operation.scope, key=holder.idempotency_key))
+
+
+def _holder_answers_in(view: RecordView | None, gateway: Gateway) -> int:
     """Seconds until the other key's call must have ended, bounded by its lease. Its card is not known here
     (this request's may differ), so not its expected time: the longest the shop waits for the gateway."""
-    view = operation.store.find(replace(operation.scope, key=holder.idempotency_key))
     if view is None or not view.lease_live:
         return 1  # let go (its answer was lost): its key's retry, or reconcile, finishes it
     return view.retry_after(utcnow(), gateway.timeout_seconds)
+
+
+def _holder_died(view: RecordView | None) -> bool:
+    """Its worker held a lease and the lease ran out: it died or hung at the gateway (a released lease, an
+    unknown outcome its client was told to retry, is that client's to finish)."""
+    return view is not None and not view.completed and view.locked_until is not None and not view.lease_live
+
+
+def end_abandoned(operation: Operation, gateway: Gateway) -> PaymentView | None:
+    """A payment whose worker is gone, its record taken over: fence its gateway key (a charge that stands is
+    final; else nothing can charge under it any more), then end it as the gateway says and store its answer.
+    Reconcile does this, and so does another key that finds the order held by it. None: no payment was made."""
+    with reading():
+        payment = by_public_id(operation.reference) if operation.reference else None
+    if payment is None:
+        operation.discard("abandoned before a payment existed")
+        return None
+    answer = fence(gateway, payment)
+    with operation.owned():
+        operation.note(PaymentEvent.RECONCILED, payment_id=payment.public_id, gateway_says=answer.status)
+        ended = settle(payment, answer, operation.note)
+        operation.apply(Complete(answer_for(ended, ApiPaymentResponder())))
+    return ended
+
+
+def _holding(request: PaymentRequest) -> sa.ColumnElement[bool]:
+    """The payment that holds the request's order (pending or succeeded): at most one, by a unique index."""
+    return sa.and_(
+        payments.c.customer_id == request.customer_id,
+        payments.c.order_ref == request.payment.order_ref,
+        payments.c.status.in_(PAYMENT_HOLDS_ORDER),
+    )
 
 
 # --- the phases ------------------------------------------------------------------------------
@@ -289,6 +340,10 @@ class PlacePayment(Phases[PaymentView]):
     respond: PaymentResponder
     gateway: Gateway
 
+    def phases(self) -> dict[str, Phase]:
+        # started -> fencing_holder (only when a dead worker's payment holds the order) -> started's rules again
+        return {**super().phases(), FENCING_HOLDER: Phase(call=self.fence_holder, commit=self.create_again)}
+
     # -- started: inside the claim's transaction ------------------------------------------
 
     def create(self, operation: Operation, _nothing: None) -> Step:
@@ -302,7 +357,7 @@ class PlacePayment(Phases[PaymentView]):
                 operation.note(
                     PaymentEvent.GATEWAY_CALLED, payment_id=created.public_id, gateway_key=created.gateway_key
                 )
-                self.keep(created)
+                self.keep(operation, created)
                 return MoveTo(PAYMENT_CREATED)
             mine = load(
                 sa.and_(
@@ -312,24 +367,44 @@ class PlacePayment(Phases[PaymentView]):
             )
             if mine is not None:
                 return self._made_by_this_key(operation, mine)
-            holder = load(
-                sa.and_(
-                    payments.c.customer_id == request.customer_id,
-                    payments.c.order_ref == request.payment.order_ref,
-                    payments.c.status.in_(PAYMENT_HOLDS_ORDER),
-                )
-            )
+            holder = load(_holding(request))
             if holder is None:
                 continue  # the holder was declined since our INSERT: the order is free again
-            operation.reference = holder.public_id
             if holder.status == PAYMENT_SUCCEEDED:
                 # Final: the order is paid, and stays paid. Stored under this key and replayed.
+                operation.reference = holder.public_id
                 operation.note(PaymentEvent.ALREADY_PAID, payment_id=holder.public_id, order_ref=holder.order_ref)
                 return Complete(self.respond.already_paid(holder))
+            record = _holders_record(operation, holder)
+            if _holder_died(record):
+                # Its worker died at the gateway: end that payment first, as reconcile would, then look again.
+                operation.note(PaymentEvent.HOLDER_DIED, payment_id=holder.public_id)
+                return MoveTo(FENCING_HOLDER)
             # Another key is paying this order right now. Not stored: if it is declined, this key may pay.
-            answers_in = _holder_answers_in(operation, holder, self.gateway)
+            answers_in = _holder_answers_in(record, self.gateway)
             raise Refuse(self.respond.paying_elsewhere(holder, answers_in), reference=holder.public_id)
         raise Refuse(self.respond.paying_elsewhere(None))  # the order changed hands under us, again and again
+
+    # -- fencing_holder: a dead worker's payment of the same order, ended with no transaction open -----
+
+    def fence_holder(self, operation: Operation) -> None:
+        with reading():
+            holder = load(_holding(self.request))
+            record = _holders_record(operation, holder) if holder is not None else None
+        if record is None or not _holder_died(record):
+            return  # ended meanwhile, or taken over by someone who ends it
+        taken = once.take_over(record, by=Event.RECONCILE_STARTED)
+        if taken is not None:
+            with suppress(LeaseLost):  # another request took it over meanwhile: it ends it
+                end_abandoned(taken, self.gateway)
+
+    def create_again(self, operation: Operation, _fenced: None) -> Step:
+        """The order is paid now (the dead worker's charge stood), or free, or held by a live request again."""
+        try:
+            return self.create(operation, None)
+        except Refuse as refused:  # held again: this key resumes here when its client retries
+            retry_after = int(refused.response.headers.get("Retry-After", 1))
+            raise RetryLater(N_("another request is paying this order"), retry_after) from None
 
     def _made_by_this_key(self, operation: Operation, mine: PaymentView) -> Step:
         """The payment this key made before its record was purged: its answer (a late retry)."""

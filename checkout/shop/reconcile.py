@@ -19,7 +19,7 @@ from checkout.idempotency import Complete, Event, LeaseLost, RecordView, RetryLa
 from checkout.shop import orders, payments
 from checkout.shop.compensation import compensate_all, compensation_key
 from checkout.shop.orders import OrderView
-from checkout.shop.payments import API_PAYMENTS, ApiPaymentResponder
+from checkout.shop.payments import API_PAYMENTS
 from checkout.shop.placement import RESPONDERS, GatewayAnswer, PaymentEvent, finish
 from checkout.shop.refunds import (
     API_REFUNDS,
@@ -156,21 +156,13 @@ def _reconcile_refund(view: RecordView, gateway: Gateway) -> Reconciled:
 def _reconcile_payment(view: RecordView, gateway: Gateway) -> Reconciled:
     """Fence an abandoned payment's gateway key, then end it as the gateway says (as for an order)."""
     scope = view.scope
-    skipped = Reconciled.of(scope, "skipped")
     operation = once.take_over(view, by=Event.RECONCILE_STARTED)
     if operation is None:
-        return skipped  # a client's retry got there first: it will finish it
+        return Reconciled.of(scope, "skipped")  # a client's retry got there first: it will finish it
     try:
-        with reading():
-            payment = payments.by_public_id(operation.reference) if operation.reference else None
-        if payment is None:
-            operation.discard("abandoned before a payment existed")
-            return Reconciled.of(scope, "restarted")
-        answer = payments.fence(gateway, payment)
-        with operation.owned():
-            operation.note(PaymentEvent.RECONCILED, payment_id=payment.public_id, gateway_says=answer.status)
-            ended = payments.settle(payment, answer, operation.note)
-            operation.apply(Complete(payments.answer_for(ended, ApiPaymentResponder())))
+        ended = payments.end_abandoned(operation, gateway)
     except LeaseLost:
-        return skipped  # a client's retry took it over meanwhile: it will finish it
-    return Reconciled.of(scope, ended.status, payment.public_id, ended.charge_id)
+        return Reconciled.of(scope, "skipped")  # a client's retry took it over meanwhile: it will finish it
+    if ended is None:
+        return Reconciled.of(scope, "restarted")
+    return Reconciled.of(scope, ended.status, ended.public_id, ended.charge_id)
