@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
 import threading
 import urllib.error
 import urllib.request
@@ -39,7 +40,7 @@ from tests.helpers import (
     order_body,
     wait_for,
 )
-from tests.http import post_json
+from tests.http import post_json, send
 from tests.proxies import NEEDS_NGINX, proxied_shop
 from tests.servers import Server
 
@@ -295,3 +296,29 @@ def test_an_api_body_over_the_limit_gets_the_proxys_413_as_problem_json(
     assert refused.headers["Content-Type"] == "application/problem+json"
     assert refused.json()["type"] == "payload-too-large"
     assert ledger.records() == [] and ledger.orders() == []
+
+
+def _freeze(server: Server, signal_: signal.Signals) -> None:
+    """SIGSTOP (or SIGCONT) a gunicorn server, master and workers: its socket still takes connections, and
+    nothing answers them, as a hung server does."""
+    subprocess.run(["pkill", f"-{signal_.name.removeprefix('SIG')}", "-P", str(server.process.pid)], check=False)
+    os.kill(server.process.pid, signal_)
+
+
+def test_a_read_from_a_hung_server_is_answered_by_the_other_after_a_few_seconds(
+    app: Flask, database_url: str, folder: Path
+) -> None:
+    """A read is always safe to send again: nginx gives a server 5 s, then asks the other. (Each request here may
+    take 15 s before it fails the test: nginx's default 60 s would.)"""
+    paths = ("/api/products", "/api/orders/ord_none", "/cart", "/")
+    with proxied_shop(database_url, folder) as shop:
+        hung = shop.servers[0]
+        _freeze(hung, signal.SIGSTOP)
+        try:
+            answers = [send("GET", f"{shop.url}{path}", headers=ALICE, timeout=15).status for path in paths]
+        finally:
+            _freeze(hung, signal.SIGCONT)
+        reads = shop.proxy.requests("GET ")
+    assert answers == [200, 404, 200, 200]
+    hung_first = [read for read in reads if read.upstreams[0] == hung.url.removeprefix("http://")]
+    assert hung_first and all(read.statuses[0] == "504" and len(read.upstreams) == 2 for read in hung_first)
