@@ -3,6 +3,7 @@ process, the Maildir read back, and time passing for the relays' claims."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -60,10 +61,33 @@ class SmtpRecorder:
             return list(self.messages)
 
 
+class SlowSmtpRecorder(SmtpRecorder):
+    """A server that takes ``delay`` seconds over each reply to MAIL, RCPT and DATA (``at_rcpt`` is set when the
+    RCPT arrives, a delay after the MAIL, and more after the claim)."""
+
+    def __init__(self, delay: float) -> None:
+        super().__init__()
+        self.delay, self.at_rcpt = delay, threading.Event()
+
+    async def handle_MAIL(self, server: Any, session: Any, envelope: Any, address: str, options: Any) -> str:  # noqa: N802
+        await asyncio.sleep(self.delay)
+        envelope.mail_from = address
+        return "250 OK"
+
+    async def handle_RCPT(self, server: Any, session: Any, envelope: Any, address: str, options: Any) -> str:  # noqa: N802
+        self.at_rcpt.set()
+        await asyncio.sleep(self.delay)
+        return await super().handle_RCPT(server, session, envelope, address, options)
+
+    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:  # noqa: N802
+        await asyncio.sleep(self.delay)
+        return await super().handle_DATA(server, session, envelope)
+
+
 @contextmanager
-def smtp_server(port: int | None = None) -> Iterator[tuple[SmtpRecorder, int]]:
+def smtp_server(port: int | None = None, recorder: SmtpRecorder | None = None) -> Iterator[tuple[SmtpRecorder, int]]:
     """A real SMTP server on 127.0.0.1 (aiosmtpd), recording what it receives; its port."""
-    recorder = SmtpRecorder()
+    recorder = recorder or SmtpRecorder()
     controller = Controller(recorder, hostname="127.0.0.1", port=port or free_port())
     controller.start()
     try:

@@ -23,9 +23,11 @@ from checkout.extensions import db
 from checkout.mail import relay
 from checkout.mail.outbox import OutboxMessage
 from checkout.mail.relay import Outgoing, Round, message_id, relay_once
+from checkout.mail.transports import SmtpTransport
 from tests.helpers import Ledger, race, wait_for
 from tests.mailing import (
     REFUSED_RECIPIENT,
+    SlowSmtpRecorder,
     enqueue_message,
     let_claims_run_out,
     maildir_files,
@@ -77,6 +79,10 @@ class Recording:
 
     def describe(self) -> str:
         return "a list"
+
+    @property
+    def longest_send_seconds(self) -> float:
+        return 1.0
 
     def ids(self) -> list[str]:
         with self.lock:
@@ -280,6 +286,28 @@ def test_two_relays_at_once_send_each_message_once(app: Flask, ledger: Ledger, m
     assert sum(len(r.sent) for r in rounds) == 10
     assert sum(r.taken_by_another_relay for r in rounds) == 10  # each relay saw every message; one took it
     assert all(m.sent_at is not None and m.attempts == 1 for m in ledger.rows(OutboxMessage))
+
+
+def test_a_relay_holds_a_message_as_long_as_its_slowest_send_may_take(
+    app: Flask, ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A slow server (its replies take 0.4 s each): the first relay is still sending, long past a claim of the
+    margin alone, and a second relay's round finds the message held, and sends nothing."""
+    monkeypatch.setattr(relay, "CLAIM_MARGIN_SECONDS", 0.2)  # shorter than this send: only the send's bound holds it
+    enqueue_message(app)
+    with smtp_server(recorder=SlowSmtpRecorder(delay=0.4)) as (server, port):
+        transport = SmtpTransport("127.0.0.1", port, timeout=1.0)  # one send may take 9 s: the claim holds 9.2
+        first: list[Round] = []
+        sending = threading.Thread(target=lambda: first.append(relay_in(app, transport=transport)))
+        sending.start()
+        # At the RCPT, 0.4 s after the MAIL: a claim of the margin alone (0.2 s) would have run out by now.
+        assert isinstance(server, SlowSmtpRecorder) and server.at_rcpt.wait(10)
+        second = relay_in(app, transport=transport)
+        sending.join(30)
+        assert len(server.received()) == 1
+    assert second.sent == [] and [o.subject for o in first[0].sent] == ["ord_test1"]
+    [message] = ledger.rows(OutboxMessage)
+    assert message.sent_at is not None and message.attempts == 1
 
 
 # --- the relay's settings ------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from checkout.mail.transports import MessageRefused, Transport, transport_for
 log = logging.getLogger(__name__)
 
 BATCH = 20  # messages read per round: a round stays short, and a stop request is heard soon
-CLAIM_SECONDS = 20.0  # a relay's lease on a message it is sending (longer than one send)
+CLAIM_MARGIN_SECONDS = 15.0  # a relay's lease on a message it sends: the longest send its transport allows, and this
 MAX_BACKOFF_SECONDS = 300.0
 INTERVAL_SECONDS = 2.0  # between rounds of --forever (its --interval)
 SHOP_ADDRESS = "Checkout shop <shop@checkout.invalid>"
@@ -108,8 +108,9 @@ def _due(limit: int) -> list[Outgoing]:
         return [Outgoing(*row) for row in rows]
 
 
-def _claim(outgoing: Outgoing) -> int | None:
-    """Take the message for one send (a compare-and-set): its attempt number, or None if another relay has it."""
+def _claim(outgoing: Outgoing, seconds: float) -> int | None:
+    """Take the message for one send (a compare-and-set): its attempt number, or None if another relay has it.
+    Held ``seconds``, longer than the send may take: no other relay sends it while this one still may."""
     now = utcnow()
     with writing() as session:
         attempts = session.execute(
@@ -120,7 +121,7 @@ def _claim(outgoing: Outgoing) -> int | None:
                 outbox.c.refused_at.is_(None),
                 sa.or_(outbox.c.claimed_until.is_(None), outbox.c.claimed_until <= now),
             )
-            .values(claimed_until=now + timedelta(seconds=CLAIM_SECONDS), attempts=outbox.c.attempts + 1)
+            .values(claimed_until=now + timedelta(seconds=seconds), attempts=outbox.c.attempts + 1)
             .returning(outbox.c.attempts)
         ).scalar()
     return None if attempts is None else int(attempts)
@@ -197,7 +198,7 @@ def relay_once(
     for outgoing in _due(limit):
         if stop is not None and stop.is_set():
             break
-        attempts = _claim(outgoing)
+        attempts = _claim(outgoing, transport.longest_send_seconds + CLAIM_MARGIN_SECONDS)
         if attempts is None:
             done.taken_by_another_relay += 1
             continue

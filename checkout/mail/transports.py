@@ -19,9 +19,11 @@ from urllib.parse import urlsplit
 
 from flask import Flask
 
-# How long one SMTP operation (connect, a command, the data) may take. The relay's claim on a
-# message (checkout.mail.relay.CLAIM_SECONDS) must outlast a whole send.
+# How long one SMTP operation (connect, a command, the data) may take, and how many one send makes at most:
+# connect, the greeting, EHLO (then HELO if refused), MAIL, RCPT, DATA, the data, QUIT. The relay claims a
+# message for longer than their product (longest_send_seconds), so no other relay sends it meanwhile.
 SMTP_TIMEOUT_SECONDS = 5.0
+SMTP_OPERATIONS = 9
 # The name the relay gives in its EHLO: smtplib would otherwise look up this machine's FQDN, which
 # can hang for seconds where DNS is slow.
 EHLO_NAME = "checkout.invalid"
@@ -45,6 +47,9 @@ class Transport(Protocol):
     def send(self, message: EmailMessage) -> None: ...
 
     def describe(self) -> str: ...
+
+    @property
+    def longest_send_seconds(self) -> float: ...  # what send() allows itself before it gives up
 
 
 @dataclass(frozen=True)
@@ -84,6 +89,10 @@ class SmtpTransport:
     def describe(self) -> str:
         return f"smtp://{self.host}:{self.port}"
 
+    @property
+    def longest_send_seconds(self) -> float:
+        return self.timeout * SMTP_OPERATIONS
+
 
 @dataclass(frozen=True)
 class MaildirTransport:
@@ -99,6 +108,10 @@ class MaildirTransport:
 
     def describe(self) -> str:
         return f"the Maildir {self.path}"
+
+    @property
+    def longest_send_seconds(self) -> float:
+        return 1.0  # a file written on a local disk
 
 
 def maildir_path(app: Flask) -> Path:
