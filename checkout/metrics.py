@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections import Counter as Counter_
 from collections.abc import Iterable, Sequence
 
 import sqlalchemy as sa
@@ -25,11 +26,13 @@ from prometheus_client import multiprocess as prometheus_multiprocess
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import Mapped, mapped_column
 
 from checkout.audit import AuditEvent, on_committed
-from checkout.database import table_of
+from checkout.database import Base, dialect_insert, table_of
 from checkout.extensions import db
-from checkout.idempotency import Event
+from checkout.idempotency import Event, Scope
+from checkout.idempotency.signals import purged
 from checkout.mail.outbox import OutboxMessage
 
 bp = Blueprint("metrics", __name__)
@@ -119,6 +122,79 @@ class EmailsSent(Collector):
 REGISTRY.register(EmailsSent())
 
 
+# --- housekeeping: what reconcile and purge did, whichever process ran them ----------------------------------
+
+
+class HousekeepingCount(Base):
+    """Totals of what the housekeeping did, added up in the database: reconcile and purge run as commands (cron)
+    or from the lab, in processes nobody scrapes, so a counter in their memory would be lost with them."""
+
+    __tablename__ = "housekeeping_counts"
+
+    job: Mapped[str] = mapped_column(sa.String(32), primary_key=True)  # reconcile, compensate, purge
+    outcome: Mapped[str] = mapped_column(sa.String(32), primary_key=True)  # paid, failed, ...; purge: records
+    total: Mapped[int] = mapped_column(sa.BigInteger)
+
+
+# Each job's metric, and the outcomes it shows from the first scrape (at 0 until one happens).
+HOUSEKEEPING = {
+    "reconcile": ("checkout_reconciled", "Abandoned operations reconcile ended, by outcome.",
+                  ("paid", "declined", "failed", "succeeded", "refunded", "waiting", "restarted", "skipped")),
+    "compensate": ("checkout_compensations", "Orphan charges of unpaid orders, by what reconcile did with them.",
+                   ("compensated", "waiting", "refused")),
+    "purge": ("checkout_purged", "Completed idempotency records purged past their lifetime.", ("records",)),
+}  # fmt: skip
+
+
+def count_housekeeping(job: str, outcomes: Iterable[str]) -> None:
+    """Add one run's outcomes to ``job``'s totals, in the current unit of work."""
+    for outcome, times in Counter_(outcomes).items():
+        insert = dialect_insert(HousekeepingCount, db.session).values(job=job, outcome=outcome, total=times)
+        db.session.execute(
+            insert.on_conflict_do_update(
+                index_elements=[HousekeepingCount.job, HousekeepingCount.outcome],
+                set_={"total": HousekeepingCount.total + insert.excluded.total},
+            )
+        )
+
+
+def _purged(_app: Flask, *, scopes: Sequence[Scope]) -> None:
+    count_housekeeping("purge", ["records"] * len(scopes))  # in the unit that deletes them
+
+
+class Housekeeping(Collector):
+    """The housekeeping totals, as counters (read from the database at each scrape, like EmailsSent)."""
+
+    def describe(self) -> Iterable[Metric]:
+        return [self._family(job) for job in HOUSEKEEPING]
+
+    def collect(self) -> Iterable[Metric]:
+        if not has_app_context():
+            return self.describe()
+        try:
+            rows = db.session.execute(sa.select(HousekeepingCount.job, HousekeepingCount.outcome,
+                                                HousekeepingCount.total)).all()  # fmt: skip
+        except OperationalError:  # the database is busy or away: this scrape goes without them
+            db.session.rollback()
+            return []
+        families = []
+        for job, (_name, _help, outcomes) in HOUSEKEEPING.items():
+            family, totals = self._family(job), dict.fromkeys(outcomes, 0)
+            totals.update({outcome: total for found, outcome, total in rows if found == job})
+            for outcome, total in totals.items():
+                family.add_metric([outcome], total)
+            families.append(family)
+        return families
+
+    @staticmethod
+    def _family(job: str) -> CounterMetricFamily:
+        name, help_, _outcomes = HOUSEKEEPING[job]
+        return CounterMetricFamily(name, help_, labels=["outcome"])
+
+
+REGISTRY.register(Housekeeping())
+
+
 def _registry() -> CollectorRegistry:
     if "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
         return REGISTRY
@@ -126,6 +202,7 @@ def _registry() -> CollectorRegistry:
     # every worker's files, added up (prometheus-client's multiprocess module is not annotated)
     prometheus_multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
     registry.register(EmailsSent())
+    registry.register(Housekeeping())
     return registry
 
 
@@ -151,6 +228,7 @@ def _start_known_series_at_zero() -> None:
 
 def register_metrics(app: Flask) -> None:
     on_committed(count_committed)
+    purged.connect(_purged, sender=app)
     app.register_blueprint(bp)
     _start_known_series_at_zero()
 

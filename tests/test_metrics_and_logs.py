@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from flask import Flask
-from flask.testing import FlaskClient
+from flask.testing import FlaskClient, FlaskCliRunner
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -34,6 +34,7 @@ from tests.helpers import (
     checkout_fields,
     claim_as_a_dying_worker,
     event_of,
+    expire_every_record,
     order_body,
     post_order,
     race,
@@ -202,8 +203,30 @@ def test_the_known_series_are_there_from_the_start_at_zero_or_more(client: Flask
         ("checkout_gateway_faults_total", (("fault", "unavailable"),)),
         ("checkout_webhooks_applied_total", (("type", "refund.succeeded"),)),
         ("checkout_emails_sent_total", (("kind", "refund_receipt"),)),
+        ("checkout_reconciled_total", (("outcome", "paid"),)),
+        ("checkout_compensations_total", (("outcome", "compensated"),)),
+        ("checkout_purged_total", (("outcome", "records"),)),
     ):
         assert series in found, series
+
+
+def test_reconcile_and_purge_add_what_they_did_to_the_metrics_in_the_database(
+    app: Flask, client: FlaskClient, runner: FlaskCliRunner
+) -> None:
+    """They run as commands (cron) in processes nobody scrapes: their totals are kept in the database."""
+    claim_as_a_dying_worker(app, str(uuid.uuid4()), lease_seconds=60)  # abandoned before the gateway
+    assert post_order(client, str(uuid.uuid4())).status_code == 201
+    age_every_record(app)
+    reconciled, purged = (
+        ("checkout_reconciled_total", (("outcome", "failed"),)),
+        ("checkout_purged_total", (("outcome", "records"),)),
+    )
+    before = scraped_from(client)
+    assert "failed" in runner.invoke(args=["idempotency", "reconcile"]).output
+    expire_every_record(app)
+    assert "purged 2 " in runner.invoke(args=["idempotency", "purge"]).output
+    after = scraped_from(client)
+    assert (after[reconciled] - before[reconciled], after[purged] - before[purged]) == (1, 2)
 
 
 @pytest.mark.parametrize("app_overrides", [{"CHECKOUT_LAB": False}])
@@ -222,6 +245,9 @@ def test_metrics_are_served_in_prometheus_text_with_the_lab_off(client: FlaskCli
         "checkout_webhooks_applied",
         "checkout_webhooks_duplicated",
         "checkout_emails_sent",
+        "checkout_reconciled",
+        "checkout_compensations",
+        "checkout_purged",
         "checkout_latency_seconds",
     } <= names
 

@@ -12,10 +12,11 @@ from dataclasses import dataclass
 
 from flask import current_app
 
-from checkout.database import reading
+from checkout.database import reading, writing
 from checkout.extensions import once
 from checkout.gateway import Gateway
 from checkout.idempotency import Complete, Event, LeaseLost, RecordView, RetryLater, Scope, Settings
+from checkout.metrics import count_housekeeping
 from checkout.shop import orders, payments
 from checkout.shop.compensation import compensate_all, compensation_key
 from checkout.shop.orders import OrderView
@@ -117,6 +118,9 @@ def reconcile(gateway: Gateway) -> list[Reconciled]:
         orphan = compensated.orphan
         key = compensation_key(orphan.charge_id)
         done.append(Reconciled(key, "compensation", "", compensated.outcome, orphan.order_id, orphan.charge_id))
+    with writing():  # /metrics counts what each run did, whichever process ran it
+        count_housekeeping("reconcile", [r.outcome for r in done if r.endpoint != "compensation"])
+        count_housekeeping("compensate", [r.outcome for r in done if r.endpoint == "compensation"])
     return done
 
 
