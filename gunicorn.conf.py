@@ -6,7 +6,8 @@ once into the instance folder, which every worker reads.
 Several app servers on several machines share one PostgreSQL.
 Set CHECKOUT_SHOP_URL to the address you bind (``make serve`` does): the lab
 and the webhook relay send their requests there, never to a Host header.
-No hook here starts a thread, and neither does the app: the relays are
+No hook here starts a thread, and the app starts one only to carry on an
+operation it answered 202 (checkout/idempotency/carry.py): the relays are
 processes of their own (Procfile.serve, which ``make serve`` starts).
 """
 

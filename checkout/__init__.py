@@ -91,7 +91,8 @@ def create_app(config: Mapping[str, Any] | None = None, *, instance_path: str | 
 
     register_error_handlers(app)
     register_commands(app)
-    # No thread starts here, nor at a request: the relays are processes of their own (Procfile).
+    # No thread starts here: the relays are processes of their own (Procfile). A request answered 202 may start one
+    # (checkout/idempotency/carry.py, CHECKOUT_CARRIERS).
     transport_for(app)  # a malformed CHECKOUT_SMTP_URL stops the app at start, not the relay later
     return app
 

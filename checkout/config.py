@@ -190,6 +190,9 @@ class Settings(BaseSettings):
     """how many duplicates of one key may wait at once in one worker; the rest answer at once"""
     max_wait_seconds: Annotated[int, Field(ge=0)] = 10
     """the cap on Prefer: wait=N; below a proxy's read timeout (make proxy sets it), or the proxy answers 504"""
+    carriers: Annotated[int, Field(ge=0)] = 8
+    """how many operations answered 202 (Prefer: respond-async) one worker carries on at once; past it, or 0,
+    such a request gets the 409 or 503 it would without the preference"""
     rate_limit: str = "10000 per minute"
     """requests per client (API token, else address); off turns limits off"""
     redis_url: str = ""
@@ -385,6 +388,7 @@ def finalize(config: dict[str, Any], instance_path: str) -> None:
         IDEMPOTENCY_LIFETIME_SECONDS=settings.key_lifetime_seconds,
         IDEMPOTENCY_WAITERS_PER_KEY=settings.waiters_per_key,
         IDEMPOTENCY_MAX_WAIT_SECONDS=settings.max_wait_seconds,
+        IDEMPOTENCY_CARRIERS=settings.carriers,
         IDEMPOTENCY_SECRET=config["CHECKOUT_FINGERPRINT_SECRET"],
     )
 

@@ -14,8 +14,19 @@ from flask.testing import FlaskClient, FlaskCliRunner
 from checkout.audit import IdempotencyRecord
 from checkout.database import utcnow, writing
 from checkout.extensions import db, once
-from checkout.idempotency import STARTED, LeaseLost, MoveTo, Operation, Phase, Scope, Settings
-from checkout.idempotency.engine import Asked, begin, take_over
+from checkout.idempotency import (
+    STARTED,
+    LeaseLost,
+    MoveTo,
+    Operation,
+    Phase,
+    Refuse,
+    Refused,
+    Scope,
+    Settings,
+    StoredResponse,
+)
+from checkout.idempotency.engine import Asked, begin, run, take_over
 from tests.helpers import (
     ALICE,
     ANSWER_LOST_CARD,
@@ -241,3 +252,22 @@ def test_an_unreachable_database_is_a_503_page_or_problem_not_a_trace() -> None:
     assert api.status_code == 503
     assert api.mimetype == "application/problem+json"
     assert api.headers["Retry-After"]
+
+
+def test_a_later_phase_that_refuses_before_making_anything_leaves_the_key_usable(app: Flask, ledger: Ledger) -> None:
+    """Refuse after the first phase (a payment whose order another key holds again, after fencing a dead one): the
+    record is deleted, nothing is stored, and the same key can run again."""
+    busy = StoredResponse.json(409, {"type": "order-payment-in-progress"}, **{"Retry-After": "2"})
+
+    def refuse(_operation: object, _nothing: None) -> MoveTo:
+        raise Refuse(busy, reference="pay_other")
+
+    phases = {STARTED: Phase(commit=lambda _op, _n: MoveTo("fencing")), "fencing": Phase(commit=refuse)}
+    asked = Asked(once.store, Scope("cus_x", "POST /api/payments", "refused-later-0001"), "f" * 64, phases, Settings())
+    with app.app_context():
+        outcome = run(asked)
+        assert isinstance(outcome, Refused) and (outcome.response, outcome.reference) == (busy, "pay_other")
+        assert ledger.records() == [] and "discarded" in ledger.events()
+        again = begin(Asked(once.store, asked.scope, "f" * 64, {STARTED: Phase(commit=lambda _o, _n: MoveTo("x"))},
+                            Settings()))  # fmt: skip
+        assert isinstance(again, Operation) and not again.resumed  # claimed afresh

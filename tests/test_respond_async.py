@@ -9,6 +9,7 @@ import threading
 import uuid
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 from flask import Flask
 from flask.testing import FlaskClient
@@ -37,9 +38,16 @@ from tests.payments import claim_payment_as_a_dying_worker, new_key, payment_bod
 ASYNC = {"Prefer": "respond-async"}
 
 
+def _polled_until_final(client: FlaskClient, location: str) -> dict[str, Any]:
+    """What a client told 202 does: GET the Location until it is no longer pending (bounded by wait_for)."""
+    return wait_for(lambda: (shown := client.get(location, headers=ALICE).get_json())["status"] != "pending" and shown)
+
+
 def test_an_order_whose_outcome_is_unknown_is_202_with_its_location_instead_of_503(
     client: FlaskClient, ledger: Ledger
 ) -> None:
+    """The gateway was down: 202, and the process that answered carries the order on (the gateway takes it at the
+    second try), so polling the Location ends on paid with no retry; a retry then gets the stored 201."""
     key = str(uuid.uuid4())
     accepted = post_order(client, key, order_body(card=UNAVAILABLE_CARD), headers=ASYNC)
     assert accepted.status_code == 202
@@ -48,11 +56,11 @@ def test_an_order_whose_outcome_is_unknown_is_202_with_its_location_instead_of_5
     [order] = ledger.orders()
     assert accepted.headers["Location"] == f"/api/orders/{order.public_id}"
     assert accepted.get_json()["status"] == "pending" and accepted.get_json()["id"] == order.public_id
-    assert client.get(accepted.headers["Location"], headers=ALICE).get_json()["status"] == "pending"
-    done = post_order(client, key, order_body(card=UNAVAILABLE_CARD), headers=ASYNC)  # the retry resumes
-    assert done.status_code == 201 and "Preference-Applied" not in done.headers  # a final answer needs no async
-    assert client.get(accepted.headers["Location"], headers=ALICE).get_json()["status"] == "paid"
-    assert len(ledger.succeeded_charges()) == 1
+    assert _polled_until_final(client, accepted.headers["Location"])["status"] == "paid"
+    done = post_order(client, key, order_body(card=UNAVAILABLE_CARD), headers=ASYNC)
+    assert done.status_code == 201 and done.headers["Idempotent-Replayed"] == "true"
+    assert "Preference-Applied" not in done.headers  # a final answer needs no async
+    assert len(ledger.succeeded_charges()) == 1 and "resumed" in ledger.events()
 
 
 def test_without_the_preference_the_unknown_outcome_is_still_503(client: FlaskClient) -> None:
@@ -86,15 +94,19 @@ def test_a_duplicate_of_an_order_in_progress_is_202_with_its_location_instead_of
 def test_a_payment_whose_outcome_is_unknown_is_202_with_its_location_then_succeeds_once(
     client: FlaskClient, ledger: Ledger
 ) -> None:
-    key, body = str(uuid.uuid4()), payment_body(card=UNAVAILABLE_CARD)
+    key, body = new_key(), payment_body(card=UNAVAILABLE_CARD)
     accepted = post_payment(client, key, body, headers=ASYNC)
     assert accepted.status_code == 202 and accepted.headers["Preference-Applied"] == "respond-async"
     location = accepted.headers["Location"]
     assert location.startswith("/api/payments/pay_") and accepted.get_json()["status"] == "pending"
-    assert client.get(location, headers=ALICE).get_json()["status"] == "pending"
-    assert post_payment(client, key, body, headers=ASYNC).status_code == 201
-    assert client.get(location, headers=ALICE).get_json()["status"] == "succeeded"
-    assert len(ledger.succeeded_charges()) == 1
+    shown = _polled_until_final(client, location)  # carried on by the process that answered 202
+    [charge] = ledger.succeeded_charges()
+    assert (shown["status"], shown["charge_id"]) == ("succeeded", charge.id)
+    [record] = ledger.records()
+    assert (record.state, record.response_status) == ("completed", 201)  # its answer is stored under the key
+    retry = post_payment(client, key, body, headers=ASYNC)
+    assert retry.status_code == 201 and retry.headers["Idempotent-Replayed"] == "true"
+    assert len(ledger.charges()) == 1
 
 
 def test_a_second_key_while_another_pays_the_same_order_is_202_with_that_payments_location(
@@ -186,13 +198,14 @@ def test_a_duplicate_waiting_on_a_held_key_wakes_when_a_webhook_pays_its_order(
 ) -> None:
     """``Prefer: wait`` ends when the order is final, not when the holder's own answer comes back (here never:
     the holder hangs at the gateway with a long lease, and the wait asked for is longer than the test)."""
-    app.config["IDEMPOTENCY_MAX_WAIT_SECONDS"] = 600
+    app.config["IDEMPOTENCY_MAX_WAIT_SECONDS"] = 60
     key = str(uuid.uuid4())
     claim_as_a_dying_worker(app, key, lease_seconds=600)
     [order] = ledger.orders()
     answers: list[Any] = []
     waiting = threading.Thread(
-        target=lambda: answers.append(post_order(app.test_client(), key, order_body(), headers={"Prefer": "wait=600"}))
+        target=lambda: answers.append(post_order(app.test_client(), key, order_body(), headers={"Prefer": "wait=60"})),
+        daemon=True,  # if it never wakes, it is not left to hold up the run
     )
     waiting.start()
     wait_for(lambda: "conflict" in ledger.events())  # the duplicate has looked once and waits
@@ -210,37 +223,6 @@ def test_a_duplicate_waiting_on_a_held_key_wakes_when_a_webhook_pays_its_order(
 # --- a 202 is carried to its outcome by the process that answered it, with no retry and no cron ------------------
 
 
-def _polled_until_final(client: FlaskClient, location: str) -> dict[str, Any]:
-    """What a client told 202 does: GET the Location until it is no longer pending (bounded by wait_for)."""
-    return wait_for(lambda: (shown := client.get(location, headers=ALICE).get_json())["status"] != "pending" and shown)
-
-
-def test_a_202_payment_whose_gateway_was_down_is_carried_on_and_polls_to_succeeded(
-    client: FlaskClient, ledger: Ledger
-) -> None:
-    key, body = new_key(), payment_body(card=UNAVAILABLE_CARD)
-    accepted = post_payment(client, key, body, headers=ASYNC)
-    assert accepted.status_code == 202
-    shown = _polled_until_final(client, accepted.headers["Location"])
-    assert shown["status"] == "succeeded"
-    [charge] = ledger.succeeded_charges()
-    assert shown["charge_id"] == charge.id
-    [record] = ledger.records()
-    assert (record.state, record.response_status) == ("completed", 201)  # its answer is stored under the key
-    retry = post_payment(client, key, body, headers=ASYNC)
-    assert retry.status_code == 201 and retry.headers["Idempotent-Replayed"] == "true"
-    assert "resumed" in ledger.events() and len(ledger.charges()) == 1
-
-
-def test_a_202_order_whose_gateway_was_down_is_carried_on_and_polls_to_paid(
-    client: FlaskClient, ledger: Ledger
-) -> None:
-    accepted = post_order(client, str(uuid.uuid4()), order_body(card=UNAVAILABLE_CARD), headers=ASYNC)
-    assert accepted.status_code == 202
-    assert _polled_until_final(client, accepted.headers["Location"])["status"] == "paid"
-    assert len(ledger.orders()) == 1 and len(ledger.succeeded_charges()) == 1
-
-
 def test_a_202_duplicate_carries_on_the_order_of_a_holder_that_died(
     app: Flask, client: FlaskClient, ledger: Ledger
 ) -> None:
@@ -254,3 +236,14 @@ def test_a_202_duplicate_carries_on_the_order_of_a_holder_that_died(
     assert _polled_until_final(client, accepted.headers["Location"])["status"] == "paid"
     assert len(ledger.orders()) == 1 and len(ledger.succeeded_charges()) == 1
     assert "resumed" in ledger.events()
+
+
+@pytest.mark.parametrize("app_overrides", [{"CHECKOUT_CARRIERS": "0"}])
+def test_a_shop_that_carries_nothing_on_answers_its_own_unknown_outcome_503_not_202(
+    client: FlaskClient, ledger: Ledger
+) -> None:
+    """A 202 promises that the outcome comes without a retry: where nobody would carry it on, the client is told
+    to retry instead (CHECKOUT_CARRIERS=0, or every carrier of the worker busy)."""
+    answer = post_payment(client, new_key(), payment_body(card=UNAVAILABLE_CARD), headers=ASYNC)
+    assert answer.status_code == 503 and "Preference-Applied" not in answer.headers
+    assert ledger.charges() == []

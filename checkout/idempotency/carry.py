@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from flask import Flask
 
-from .engine import Asked, Operation, advance, look, peek
+from .engine import Asked, advance, peek, take_over
 from .outcomes import InProgress, Unfinished
 from .types import Scope
 from .units import session, utcnow
@@ -31,13 +31,15 @@ class Carriers:
         self._lock = threading.Lock()
 
     def start(self, asked: Asked, retry_after: int) -> bool:
-        """Carry ``asked``'s operation on in a thread of its own; False if one already does, or too many do."""
+        """Carry ``asked``'s operation on in a thread of its own (or one already does); False if too many do."""
         with self._lock:
-            if asked.scope in self._threads or len(self._threads) >= self.limit or self.stopping.is_set():
-                return False
-            thread = threading.Thread(target=self._run, args=(asked, retry_after), name="idempotency-carrier")
-            self._threads[asked.scope] = thread
-        thread.start()
+            if asked.scope not in self._threads:
+                if len(self._threads) >= self.limit or self.stopping.is_set():
+                    return False
+                # A daemon: a worker that stops does not wait for it (its record is abandoned, finished later).
+                thread = threading.Thread(target=self._run, args=(asked, retry_after), daemon=True)
+                thread.start()
+                self._threads[asked.scope] = thread
         return True
 
     def _run(self, asked: Asked, retry_after: int) -> None:
@@ -45,9 +47,11 @@ class Carriers:
             with self.app.app_context():
                 carry_on(asked, retry_after, until=time.monotonic() + 2 * asked.settings.lease_seconds,
                          stopped=self.stopping.wait)  # fmt: skip
+        except Exception:  # a database away, say: the record stays as it was, for a retry or reconcile
+            self.app.logger.exception("carrying %s on failed", asked.scope.endpoint)
         finally:
             with self._lock:
-                del self._threads[asked.scope]
+                self._threads.pop(asked.scope, None)
 
     def stop(self, timeout: float = 30) -> None:
         self.stopping.set()
@@ -70,8 +74,8 @@ def carry_on(asked: Asked, retry_after: int, *, until: float, stopped: Callable[
         if view.lease_live:  # someone holds it: look again when its call should have ended, or its lease runs out
             retry_after = view.retry_after(utcnow(), asked.settings.expected_call_seconds)
             continue
-        taken = look(asked, first_look=False)
-        outcome = advance(taken, asked.phases) if isinstance(taken, Operation) else taken
+        taken = take_over(asked.store, view, asked.settings)  # never a claim: it only carries what exists
+        outcome = advance(taken, asked.phases) if taken is not None else InProgress(retry_after=1)
         if not isinstance(outcome, InProgress | Unfinished):
             return
         retry_after = outcome.retry_after

@@ -161,12 +161,12 @@ class Idempotency:
             _note_answer(scope, Event.REPLAYED, status=finished.status, final=True)
         response = None
         if resource is not None and prefers_async() and (pending := _still_at_work(outcome)) is not None:
-            response = _accepted(resource, *pending)
+            carriers: Carriers = current_app.extensions["idempotency.carriers"]
+            own = isinstance(outcome, InProgress | Unfinished)  # this key's operation: 202 only if carried on here
+            response = _accepted(resource, *pending) if not own or carriers.start(asked, pending[1]) else None
             if response is not None:
                 applied.insert(0, "respond-async")
                 _note_answer(scope, Event.ACCEPTED)
-                if isinstance(outcome, InProgress | Unfinished):  # this key's own operation: see it through
-                    current_app.extensions["idempotency.carriers"].start(asked, pending[1])
         if response is None:
             response = make_response((answers or JSON).answer(outcome, key))
         if applied:

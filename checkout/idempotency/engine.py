@@ -13,7 +13,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, TypeVar
@@ -82,6 +82,10 @@ def advance(operation: Operation, phases: Phases) -> Outcome:
     except RetryLater as later:
         operation.release(later.reason, later.event, **later.detail)
         return Unfinished(later.retry_after, later.reason, operation.reference)
+    except Refuse as refused:  # a later phase that made nothing yet: the key is usable again, as after the first
+        with suppress(LeaseLost):  # lost meanwhile: whoever holds it answers it
+            operation.discard("refused")
+        return Refused(refused.response, refused.reference)
     except LeaseLost:
         return _lease_lost(operation.scope, operation.reference)
     except BaseException:

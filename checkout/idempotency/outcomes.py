@@ -19,7 +19,8 @@ class RetryLater(Exception):
 
 
 class Refuse(Exception):
-    """Raised by the first phase: answer this, and store nothing (the claim is rolled back)."""
+    """Raised by the first phase: answer this, and store nothing (the claim is rolled back). A later phase may
+    raise it only while nothing was made under the key: its record is deleted, and the key is usable again."""
 
     def __init__(self, response: StoredResponse, reference: str | None = None) -> None:
         super().__init__(response.status)
