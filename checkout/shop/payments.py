@@ -8,7 +8,6 @@ Design: docs/design.md#checkoutshoppaymentspy-the-payment-request-in-phases
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import suppress
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, ClassVar, Protocol
@@ -18,17 +17,14 @@ import sqlalchemy as sa
 from checkout.database import insert_ignoring_conflicts, public_id, reading, table_of, utcnow
 from checkout.extensions import db, once
 from checkout.gateway import Gateway
-from checkout.i18n import N_
 from checkout.idempotency import (
     Complete,
-    Event,
     LeaseLost,
     MoveTo,
     Operation,
     Phase,
     RecordView,
     Refuse,
-    RetryLater,
     Step,
     StoredResponse,
     key_reused,
@@ -280,6 +276,23 @@ class ApiPaymentResponder:
         return key_reused()
 
 
+# --- the gateway, always under the payment's own key ---------------------------------------------
+
+
+def charge(gateway: Gateway, payment: PaymentView, card_number: str) -> GatewayAnswer:
+    """Ask the gateway to charge (no transaction may be open): the payment's own gateway key, every time."""
+    call = GatewayCall(payment.gateway_key, payment.public_id)
+    return charge_once(gateway, call, payment.amount, payment.currency, card_number, payment_id=payment.public_id)
+
+
+def fence(gateway: Gateway, payment: PaymentView) -> GatewayAnswer:
+    """Void the payment's gateway key unless a charge already stands under it (reconcile, before it decides)."""
+    return GatewayAnswer.of(gateway.void(gateway_key=payment.gateway_key, reference=payment.public_id))
+
+
+# --- another key's payment holds the order -------------------------------------------------------
+
+
 def _holders_record(operation: Operation, holder: PaymentView) -> RecordView | None:
     return operation.store.find(replace(operation.scope, key=holder.idempotency_key))
 
@@ -342,7 +355,8 @@ class PlacePayment(Phases[PaymentView]):
 
     def phases(self) -> dict[str, Phase]:
         # started -> fencing_holder (only when a dead worker's payment holds the order) -> started's rules again
-        return {**super().phases(), FENCING_HOLDER: Phase(call=self.fence_holder, commit=self.create_again)}
+        # (which may still refuse: this key made nothing yet, so its record goes and the key stays usable)
+        return {**super().phases(), FENCING_HOLDER: Phase(call=self.fence_holder, commit=self.create)}
 
     # -- started: inside the claim's transaction ------------------------------------------
 
@@ -388,23 +402,23 @@ class PlacePayment(Phases[PaymentView]):
     # -- fencing_holder: a dead worker's payment of the same order, ended with no transaction open -----
 
     def fence_holder(self, operation: Operation) -> None:
+        """Take the dead worker's record over, as a retry of its key would, and end its payment. Then ``create``
+        runs again: the order is paid (its charge stood), or free, or held by a live request once more."""
         with reading():
             holder = load(_holding(self.request))
             record = _holders_record(operation, holder) if holder is not None else None
         if record is None or not _holder_died(record):
             return  # ended meanwhile, or taken over by someone who ends it
-        taken = once.take_over(record, by=Event.RECONCILE_STARTED)
-        if taken is not None:
-            with suppress(LeaseLost):  # another request took it over meanwhile: it ends it
-                end_abandoned(taken, self.gateway)
-
-    def create_again(self, operation: Operation, _fenced: None) -> Step:
-        """The order is paid now (the dead worker's charge stood), or free, or held by a live request again."""
+        taken = once.take_over(record)
+        if taken is None:
+            return
         try:
-            return self.create(operation, None)
-        except Refuse as refused:  # held again: this key resumes here when its client retries
-            retry_after = int(refused.response.headers.get("Retry-After", 1))
-            raise RetryLater(N_("another request is paying this order"), retry_after) from None
+            end_abandoned(taken, self.gateway)
+        except LeaseLost:
+            pass  # another request took it over meanwhile: it ends it
+        except BaseException:
+            taken.release("error")  # not left held by nobody for a whole lease
+            raise
 
     def _made_by_this_key(self, operation: Operation, mine: PaymentView) -> Step:
         """The payment this key made before its record was purged: its answer (a late retry)."""
@@ -430,14 +444,3 @@ class PlacePayment(Phases[PaymentView]):
 
     def record(self, operation: Operation, answer: GatewayAnswer) -> Step:
         return Complete(answer_for(settle(self.made(operation), answer, operation.note), self.respond))
-
-
-def charge(gateway: Gateway, payment: PaymentView, card_number: str) -> GatewayAnswer:
-    """Ask the gateway to charge (no transaction may be open): the payment's own gateway key, every time."""
-    call = GatewayCall(payment.gateway_key, payment.public_id)
-    return charge_once(gateway, call, payment.amount, payment.currency, card_number, payment_id=payment.public_id)
-
-
-def fence(gateway: Gateway, payment: PaymentView) -> GatewayAnswer:
-    """Void the payment's gateway key unless a charge already stands under it (reconcile, before it decides)."""
-    return GatewayAnswer.of(gateway.void(gateway_key=payment.gateway_key, reference=payment.public_id))
