@@ -20,7 +20,7 @@ from flask.testing import FlaskClient
 from checkout import create_app
 from checkout.database import utcnow
 from checkout.extensions import db
-from checkout.mail import relay
+from checkout.mail import relay, transports
 from checkout.mail.outbox import OutboxMessage
 from checkout.mail.relay import Outgoing, Round, message_id, relay_once
 from checkout.mail.transports import SmtpTransport
@@ -376,3 +376,17 @@ def test_the_command_is_registered(app: Flask) -> None:
     assert result.exit_code == 0 and "--forever" in result.output and "--crash-after-send" in result.output
     both = app.test_cli_runner().invoke(args=["outbox", "relay", "--forever", "--crash-after-send"])
     assert both.exit_code != 0
+
+
+def test_a_send_longer_than_its_transport_allows_is_ended_so_the_claim_outlasts_it(
+    app: Flask, ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """smtplib's timeout is per operation: a watchdog hangs up on a send that passes the whole bound (here one
+    operation's worth, 1 s, against a server whose replies take 0.4 s each), and the message waits for a retry."""
+    monkeypatch.setattr(transports, "SMTP_OPERATIONS", 1)
+    enqueue_message(app)
+    with smtp_server(recorder=SlowSmtpRecorder(delay=0.4)) as (_server, port):
+        done = relay_in(app, transport=SmtpTransport("127.0.0.1", port, timeout=1.0))
+    assert done.sent == [] and done.transport_down
+    [message] = ledger.rows(OutboxMessage)
+    assert message.sent_at is None and message.attempts == 1

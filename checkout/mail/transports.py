@@ -11,6 +11,8 @@ import contextlib
 import mailbox
 import os
 import smtplib
+import socket
+import threading
 from dataclasses import dataclass
 from email.message import EmailMessage
 from pathlib import Path
@@ -59,8 +61,19 @@ class SmtpTransport:
     timeout: float = SMTP_TIMEOUT_SECONDS
 
     def send(self, message: EmailMessage) -> None:
+        smtp = smtplib.SMTP(local_hostname=EHLO_NAME, timeout=self.timeout)
+        # smtplib's timeout is per operation (a host with several addresses, a long reply can take more of
+        # them): past the longest send, hang up, so the relay's claim always outlasts this send.
+        watchdog = threading.Timer(self.longest_send_seconds, _hang_up, args=(smtp,))
+        watchdog.start()
         try:
-            smtp = smtplib.SMTP(self.host, self.port, local_hostname=EHLO_NAME, timeout=self.timeout)
+            self._send(smtp, message)
+        finally:
+            watchdog.cancel()
+
+    def _send(self, smtp: smtplib.SMTP, message: EmailMessage) -> None:
+        try:
+            smtp.connect(self.host, self.port)
         except UnicodeError as bad_host:  # a host name IDNA cannot encode ("smtp..example"): the setup, not the mail
             raise OSError(f"cannot connect to {self.host!r}: {bad_host}") from bad_host
         try:
@@ -92,6 +105,14 @@ class SmtpTransport:
     @property
     def longest_send_seconds(self) -> float:
         return self.timeout * SMTP_OPERATIONS
+
+
+def _hang_up(smtp: smtplib.SMTP) -> None:
+    """End a send that took too long: a read blocked on the socket returns at once (the server hung up)."""
+    connection = smtp.sock
+    if connection is not None:  # else done meanwhile, or not connected yet
+        with contextlib.suppress(OSError):
+            connection.shutdown(socket.SHUT_RDWR)
 
 
 @dataclass(frozen=True)
