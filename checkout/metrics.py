@@ -25,7 +25,7 @@ from prometheus_client import (
 from prometheus_client import multiprocess as prometheus_multiprocess
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import Mapped, mapped_column
 
 from checkout.audit import AuditEvent, on_committed
@@ -174,7 +174,7 @@ class Housekeeping(Collector):
         try:
             rows = db.session.execute(sa.select(HousekeepingCount.job, HousekeepingCount.outcome,
                                                 HousekeepingCount.total)).all()  # fmt: skip
-        except OperationalError:  # the database is busy or away: this scrape goes without them
+        except DBAPIError:  # the database is busy or away, or not migrated yet: this scrape goes without them
             db.session.rollback()
             return []
         families = []

@@ -264,9 +264,12 @@ def test_servers_starting_at_once_all_read_the_one_complete_instance_secret(tmp_
 
 def test_make_proxy_caps_prefer_wait_a_second_below_nginxs_read_timeout() -> None:
     """Behind nginx a duplicate that waits must answer before nginx gives up on it (else the client gets a 504)."""
-    assert [wait_cap(timeout) for timeout in ("1s", "1500ms", "2", "60s", "2m")] == [0, 0, 1, 59, 119]
-    with pytest.raises(ValueError, match="not an nginx time"):
-        wait_cap("soon")
+    assert [wait_cap(timeout) for timeout in ("1s", "1500ms", "2", "60s", "2m", "1m30s", "1h")] == [
+        0, 0, 1, 59, 119, 89, 3599
+    ]  # fmt: skip
+    for wrong in ("soon", "", "1x", "s1"):
+        with pytest.raises(ValueError, match="not an nginx time"):
+            wait_cap(wrong)
 
 
 def test_the_cap_on_prefer_wait_is_the_engines_setting(tmp_path: Any) -> None:

@@ -34,7 +34,8 @@ ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "deploy" / "nginx" / "checkout.conf.template"
 SERVER_NAMES = ("app-1", "app-2")
 READ_TIMEOUT = "1s"  # shorter than the slow card (CHECKOUT_SLOW_CARD_SECONDS, 3 s): the workshop sees the resend
-_NGINX_TIME = re.compile(r"(\d+)(ms|s|m)?")
+_NGINX_TIME = re.compile(r"(\d+)(ms|s|m|h|d)?")  # one part of an nginx time: 1m30s is two
+_NGINX_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
 # The Procfile's relays: one of each is enough for the one database both servers share (they claim before they send).
 RELAYS = (
     ("outbox", ("outbox", "relay", "--forever")),
@@ -57,10 +58,13 @@ _PLACEHOLDER = re.compile(r"\$\{(PROXY_[A-Z0-9_]+)\}")
 def wait_cap(read_timeout: str) -> int:
     """CHECKOUT_MAX_WAIT_SECONDS for servers behind nginx: a duplicate that waits (``Prefer: wait``) answers a
     second before nginx would give up on it, so the client gets the shop's 409 and Retry-After, not a 504."""
-    found = _NGINX_TIME.fullmatch(read_timeout.strip())
-    if found is None:
-        raise ValueError(f"not an nginx time: {read_timeout!r} (say 1s, 1500ms or 2m)")
-    seconds = int(found.group(1)) * {"ms": 0.001, "s": 1, None: 1, "m": 60}[found.group(2)]
+    text, seconds, at = read_timeout.strip(), 0.0, 0
+    for part in _NGINX_TIME.finditer(text):
+        if part.start() != at:
+            break
+        seconds, at = seconds + int(part[1]) * _NGINX_UNITS[part[2] or "s"], part.end()
+    if not text or at != len(text):
+        raise ValueError(f"--read-timeout: not an nginx time: {read_timeout!r} (say 1s, 1500ms or 1m30s)")
     return max(0, int(seconds) - 1)
 
 
@@ -293,13 +297,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--read-timeout",
         default=READ_TIMEOUT,
-        help="how long nginx waits for the answer to a POST it resends (pages: 60 s)",
+        help="how long nginx waits for the answer to a POST it resends (reads: 5 s, other POSTs: 60 s)",
     )
     parser.add_argument("--workers", default=os.environ.get("GUNICORN_WORKERS", "2"), help="gunicorn workers each")
     args = parser.parse_args(argv)
 
     if find_nginx() is None:
         print(HOW_TO_GET_NGINX, file=sys.stderr)
+        return 1
+    try:
+        cap = wait_cap(args.read_timeout)
+    except ValueError as problem:
+        print(problem, file=sys.stderr)
         return 1
     host, port = _split(args.listen)
     app_servers = [f"{host}:{port + 1}", f"{host}:{port + 2}"]
@@ -322,7 +331,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         for name, address in zip(SERVER_NAMES, app_servers, strict=True):
             env = {
-                "CHECKOUT_MAX_WAIT_SECONDS": str(wait_cap(args.read_timeout)),  # unless the environment says
+                "CHECKOUT_MAX_WAIT_SECONDS": str(cap),  # unless the environment says otherwise
                 **os.environ,
                 "CHECKOUT_SHOP_URL": shop_url,  # the lab's controls and the webhooks go through the proxy too
                 "CHECKOUT_SERVER_NAME": name,  # the lab's timeline says which server took each step

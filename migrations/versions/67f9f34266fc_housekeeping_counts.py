@@ -1,7 +1,7 @@
 """housekeeping counts: what reconcile and purge did, added up for /metrics
 
 ``housekeeping_counts`` holds one total per job and outcome (reconcile: paid, failed...; purge: records), added
-to by each run in the unit of work that did it, whichever process ran it (cron, the lab).
+to by each run, whichever process ran it (cron, the lab).
 
 Revision ID: 67f9f34266fc
 Revises: 172399fd9b78
