@@ -72,7 +72,7 @@ proxy:
 	@$(MAKE) --no-print-directory seed
 	CHECKOUT_SHOP_URL=$(CHECKOUT_SHOP_URL) $(BIN)/python -m checkout.lab.proxy --listen $(HOST):$(PORT)
 
-## Start a fresh workshop: an empty development database, migrated and seeded (secrets are kept; stop the shop first).
+## Start a fresh workshop: an empty development database and mailbox, migrated and seeded (secrets kept; stop the shop first).
 reset-lab: install
 	$(BIN)/python scripts/reset_lab.py $(INSTANCE)/checkout.sqlite3
 	$(FLASK) db upgrade
