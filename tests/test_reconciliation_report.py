@@ -123,8 +123,8 @@ def test_each_kind_of_discrepancy_planted_in_the_ledger_is_reported_and_the_comm
     assert any("ord_more" in line and "$10.00" in line and "$12.00" in line for line in lines)
     assert any("ch_extra" in line and "paid by ch_good" in line for line in lines)
     assert lines[-1] == (
-        "5 paid orders and 5 succeeded charges compared: 7 discrepancies (3 paid order without a charge, "
-        "3 charge without a paid order, 1 amounts that differ)"
+        "5 paid orders and 5 succeeded charges compared: 7 discrepancies (paid order without a charge: 3, "
+        "charge without a paid order: 3, amounts that differ: 1)"
     )
 
     page = client.get("/lab/reconciliation").get_data(as_text=True)

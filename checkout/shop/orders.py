@@ -316,7 +316,7 @@ def give_back_stock(order_id: int) -> None:
 def order_confirmation(order: OrderView) -> None:
     with force_locale(order.language):  # the shopper's, whichever request (or webhook) pays
         lines = "\n".join(
-            f"  {line.quantity} x {_(line.name)}  {format_money(line.total_cents, order.currency)}"
+            f"  {line.quantity} × {_(line.name)}  {format_money(line.total_cents, order.currency)}"
             for line in order.items
         )
         enqueue(

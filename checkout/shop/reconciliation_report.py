@@ -59,7 +59,8 @@ class Report:
         )
         if self.clean:
             return _("%(compared)s: the ledgers agree", compared=compared)
-        counts = ", ".join(f"{len(self.of_kind(kind))} {_(kind)}" for kind in KINDS if self.of_kind(kind))
+        # The label first, then its count: a noun phrase after a number would need a plural form per language.
+        counts = ", ".join(f"{_(kind)}: {len(self.of_kind(kind))}" for kind in KINDS if self.of_kind(kind))
         found = ngettext("%(num)d discrepancy", "%(num)d discrepancies", len(self.discrepancies))
         return f"{compared}: {found} ({counts})"
 
