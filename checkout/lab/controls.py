@@ -37,11 +37,38 @@ def set_button_guard(on: bool) -> None:
 
 
 def holder_pid(view: RecordView) -> int | None:
-    """The pid of the worker holding this key's live lease, if it runs on this machine."""
+    """The pid of the worker holding this key's live lease, if it runs on this machine and still lives."""
+    pid = _local_holder(view)
+    return pid if pid is not None and _alive(pid) else None
+
+
+def dead_holder_pid(view: RecordView) -> int | None:
+    """The pid of the worker holding this key's live lease, if it ran on this machine and is dead (killed): its
+    lease still runs, but there is nobody left to kill."""
+    pid = _local_holder(view)
+    return pid if pid is not None and view.lease_live and not _alive(pid) else None
+
+
+def _local_holder(view: RecordView) -> int | None:
     if not view.lease_holder:
         return None
     host, _, pid = view.lease_holder.rpartition(":")
     return int(pid) if host == socket.gethostname() and pid.isdigit() else None
+
+
+def _alive(pid: int) -> bool:
+    """Whether the process runs (a zombie, killed and not yet reaped by its parent, does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process: it exists
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True  # no /proc (macOS): the signal said it exists
+    return state not in ("Z", "X")
 
 
 def _parent_of(pid: int) -> int | None:

@@ -118,6 +118,7 @@ def _live_context() -> dict[str, Any]:
         "record": record,
         "protected_paths": damage.PROTECTED_PATHS,
         "holder_pid": controls.holder_pid(record) if record else None,
+        "dead_holder_pid": controls.dead_holder_pid(record) if record else None,
         "focus_order": orders.by_public_id(record.reference) if record and record.reference else None,
         "timeline": timeline(key) if key else [],
         "refunds": refunds_list(),
