@@ -55,6 +55,14 @@ def select_locale() -> str:
     return request.accept_languages.best_match(list(LANGUAGES), default=DEFAULT)
 
 
+def shopper_language() -> str:
+    """The language an order's emails are written in: the page's, or on the API (whose answers stay English)
+    the one its ``Accept-Language`` asks for."""
+    if has_request_context() and request.path.startswith(ENGLISH_ONLY_PREFIXES):
+        return request.accept_languages.best_match(list(LANGUAGES), default=DEFAULT)
+    return current_language()
+
+
 def current_language() -> str:
     locale = get_locale() if has_request_context() else None
     return locale.language if locale is not None and locale.language in LANGUAGES else DEFAULT

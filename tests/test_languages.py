@@ -4,6 +4,7 @@ stays English."""
 from __future__ import annotations
 
 import re
+import uuid
 
 import pytest
 from flask import Flask
@@ -18,6 +19,7 @@ from tests.helpers import (
     add_to_cart,
     checkout_fields,
     event_of,
+    order_body,
     pay_in_browser,
     post_order,
     signed_post,
@@ -87,3 +89,14 @@ def test_an_order_paid_by_the_gateways_webhook_is_confirmed_in_its_shoppers_lang
     [message] = ledger.rows(OutboxMessage)
     assert message.title.startswith("Ваше замовлення") and "сплачено" in message.title
     assert message.body.startswith("Дякуємо за замовлення")
+
+
+def test_an_api_order_mails_in_the_language_its_accept_language_asks_for_while_the_api_answers_english(
+    client: FlaskClient, ledger: Ledger
+) -> None:
+    answer = post_order(client, str(uuid.uuid4()), order_body(), headers={"Accept-Language": "uk, en;q=0.5"})
+    assert answer.status_code == 201
+    [mail] = ledger.rows(OutboxMessage)
+    assert mail.title.startswith("Ваше замовлення") and answer.get_json()["status"] == "paid"
+    refused = post_order(client, str(uuid.uuid4()), {"items": []}, headers={"Accept-Language": "uk"})
+    assert refused.status_code == 422 and refused.get_json()["title"].isascii()  # the API itself stays English

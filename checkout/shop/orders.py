@@ -21,7 +21,7 @@ from flask_babel import gettext as _
 
 from checkout.database import insert_ignoring_conflicts, table_of, utcnow
 from checkout.extensions import db
-from checkout.i18n import current_language, format_money
+from checkout.i18n import format_money, shopper_language
 from checkout.mail.outbox import ORDER_CONFIRMATION, REFUND_RECEIPT, enqueue
 from checkout.shop.models import PENDING, Order, OrderItem, Product, Refund
 
@@ -209,7 +209,7 @@ def insert(values: dict[str, Any], lines: Sequence[Line]) -> OrderView | None:
             "status": PENDING,
             "cart_moved_on": False,
             "refunded_cents": 0,
-            "language": current_language(),
+            "language": shopper_language(),
             "created_at": now,
             "updated_at": now,
         },

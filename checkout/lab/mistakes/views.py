@@ -24,7 +24,7 @@ from wtforms.validators import DataRequired, Length, NumberRange
 from checkout.errors import Problem
 from checkout.extensions import csrf
 from checkout.gateway.client import TEST_CARDS, pretty
-from checkout.i18n import N_
+from checkout.i18n import N_, current_language
 from checkout.idempotency.store import worker_name
 from checkout.lab import damage, http, lab_only
 from checkout.lab.mistakes.catalog import BY_NAME, MISTAKES, SAFE_ENDPOINT, Mistake
@@ -178,6 +178,7 @@ def _send_copies(mistake: Mistake, target: str, form: SendForm) -> list[http.Ans
         "Content-Type": "application/json",
         "Authorization": f"Bearer {TOKENS[form.customer.data]}",
         "Idempotency-Key": key,
+        "Accept-Language": current_language(),  # the order's emails in the page's language
     }
     copies = form.copies.data or 1
     barrier = threading.Barrier(copies)
