@@ -172,3 +172,33 @@ def check_other(page: Page, sized: Page, where: str, problems: list[str]) -> Non
     """``check`` for a second tab of the sized page's context (same viewport)."""
     page.size_name = sized.size_name  # type: ignore[attr-defined]
     check(page, where, problems)
+
+
+@pytest.mark.parametrize("lang", ["uk", "ru"])
+def test_the_cart_the_order_and_the_orders_fit_a_phone_in_every_language_with_a_40_character_email(
+    browser: Browser, live_server: LiveServer, lang: str
+) -> None:
+    """The longest labels (uk, ru) beside a long email: every amount stays in sight, nothing scrolls sideways."""
+    email = "a.very.long.shopper.name1234@example.com"
+    assert len(email) == 40
+    # How far the table's cells reach past the screen: inside a box that scrolls, a cut column does not make the
+    # page scroll, but the shopper does not see it either.
+    cut = (
+        "Math.max(0, ...[...document.querySelectorAll('.lines td')].map(td => td.getBoundingClientRect().right)) - 390"
+    )
+    context = browser.new_context(viewport=SIZES["phone"])
+    page, url, wide = context.new_page(), live_server.url, {}
+    try:
+        add_to_cart(page, url, lang=lang)
+        add_to_cart(page, url, index=2, lang=lang)
+        page.goto(f"{url}/cart")
+        wide["cart"] = max(sideways(page, 390), int(page.evaluate(cut)))
+        fill_checkout(page, url, GOOD_CARD, email=email, lang=lang)
+        page.get_by_test_id("pay-button").click()
+        page.wait_for_url("**/orders/**")
+        wide["order"] = max(sideways(page, 390), int(page.evaluate(cut)))
+        page.goto(f"{url}/orders")
+        wide["orders"] = max(sideways(page, 390), int(page.evaluate(cut)))
+    finally:
+        context.close()
+    assert wide == {"cart": 0, "order": 0, "orders": 0}  # px past the screen
