@@ -13,18 +13,22 @@ import sqlalchemy as sa
 from flask import Flask
 from flask.testing import FlaskClient
 
+from checkout.audit import IdempotencyEvent
 from checkout.database import writing
 from checkout.extensions import db
 from checkout.shop.models import Order
 from tests.conftest import LiveServer
 from tests.helpers import (
     ALICE,
+    BOB,
     SLOW_CARD,
+    Ledger,
     add_to_cart,
     browser_with_cart,
     checkout_fields,
     form_fields,
     order_body,
+    post_order,
     race,
 )
 
@@ -309,3 +313,16 @@ def test_the_lab_draws_a_keys_steps_as_a_sequence_with_the_duplicate_stopped_at_
     # The webhook's charge comes from its lifeline (4) to the shop's (1); the mismatch stops at the database (2).
     assert re.search(r'data-event="charged" data-from="4" data-to="1"', diagram)
     assert re.search(r'data-event="mismatch" data-from="0" data-to="2"', diagram)
+
+
+def test_a_key_two_customers_used_shows_one_customers_timeline_named(client: FlaskClient, ledger: Ledger) -> None:
+    """A key means something only in its scope: the lab's lookup shows the newest record's customer and endpoint,
+    and that record's steps alone, not the other customer's beside them."""
+    key = "shared-key-" + "0" * 16
+    assert post_order(client, key, order_body(), headers=ALICE).status_code == 201
+    assert post_order(client, key, order_body(), headers=BOB).status_code == 201
+    html = client.get("/lab/live", query_string={"key": key}).get_data(as_text=True)
+    bobs = ledger.events(IdempotencyEvent.key == key, IdempotencyEvent.customer == "cus_demo_bob")
+    assert 0 < len(bobs) < len(ledger.events(IdempotencyEvent.key == key))
+    assert html.count('data-testid="timeline-worker"') == len(bobs)
+    assert "cus_demo_bob" in html and 'data-testid="focus-endpoint">POST /api/orders<' in html

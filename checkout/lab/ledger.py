@@ -149,11 +149,14 @@ def counters() -> dict[str, int]:
     return {counter: counts.get(event, 0) for counter, (event, _meaning) in COUNTERS.items()}
 
 
-def timeline(key: str, customer: str | None = None) -> list[dict[str, Any]]:
-    """Every event of one key, oldest first, with the time since the step before it."""
+def timeline(key: str, customer: str | None = None, endpoint: str | None = None) -> list[dict[str, Any]]:
+    """Every event of one key, oldest first, with the time since the step before it: of one customer's use of it on
+    one endpoint when they are given (a key means something only in its scope: two customers may pick the same)."""
     query = sa.select(IdempotencyEvent).where(IdempotencyEvent.key == key)
     if customer is not None:
         query = query.where(IdempotencyEvent.customer == customer)
+    if endpoint is not None:
+        query = query.where(IdempotencyEvent.endpoint == endpoint)
     events = db.session.scalars(query.order_by(IdempotencyEvent.id)).all()
     server_of = servers_of(e.worker for e in events)
     return [

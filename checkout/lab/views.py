@@ -120,7 +120,10 @@ def _live_context() -> dict[str, Any]:
         "holder_pid": controls.holder_pid(record) if record else None,
         "dead_holder_pid": controls.dead_holder_pid(record) if record else None,
         "focus_order": orders.by_public_id(record.reference) if record and record.reference else None,
-        "timeline": timeline(key) if key else [],
+        # The record's own scope (whose key, on which endpoint); a key whose record is gone: all of its events.
+        "timeline": (timeline(key, record.scope.customer, record.scope.endpoint) if record else timeline(key))
+        if key
+        else [],
         "refunds": refunds_list(),
         "stock": stock_list(),
         "webhooks": webhook_list(ON_THE_PAGE),
