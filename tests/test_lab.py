@@ -326,3 +326,14 @@ def test_a_key_two_customers_used_shows_one_customers_timeline_named(client: Fla
     assert 0 < len(bobs) < len(ledger.events(IdempotencyEvent.key == key))
     assert html.count('data-testid="timeline-worker"') == len(bobs)
     assert "cus_demo_bob" in html and 'data-testid="focus-endpoint">POST /api/orders<' in html
+
+
+def test_the_timeline_writes_its_gaps_in_the_pages_language(client: FlaskClient) -> None:
+    key = "gap-key-" + "0" * 16
+    assert post_order(client, key, order_body(), headers=ALICE).status_code == 201
+    english = client.get("/lab/live", query_string={"key": key, "lang": "en"}).get_data(as_text=True)
+    russian = client.get("/lab/live", query_string={"key": key, "lang": "ru"}).get_data(as_text=True)
+    assert re.search(r'class="gap"[^>]*>\+\d+(\.\d+)? s<', english)
+    assert re.search(r'class="gap"[^>]*>\+\d+(,\d+)? с<', russian) and not re.search(
+        r'class="gap"[^>]*>[^<]* s<', russian
+    )

@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
+from babel.numbers import format_decimal
 from flask import Blueprint, Response, current_app, flash, jsonify, redirect, render_template, request, url_for
 from flask.typing import ResponseReturnValue
 from flask_babel import gettext as _
@@ -19,6 +20,7 @@ from checkout.audit import IdempotencyRecord
 from checkout.database import table_of, utcnow, writing
 from checkout.extensions import db, once
 from checkout.gateway.relay import deliverer, webhook_url
+from checkout.i18n import current_language
 from checkout.idempotency import RecordView
 from checkout.lab import content, controls, damage, lab_only
 from checkout.lab.ledger import (
@@ -282,9 +284,6 @@ def _span(seconds: float) -> str:
 
 @bp.app_template_filter("gap")
 def gap(seconds: float) -> str:
-    """The time between two steps of a timeline: "+0.004 s", "+2.1 s"."""
-    if seconds < 0.001:
-        return "+0 s"
-    if seconds < 1:
-        return f"+{seconds:.3f} s"
-    return f"+{seconds:.1f} s"
+    """The time between two steps of a timeline, in the page's language: "+0.004 s", "+2.1 s" ("+0,004 с")."""
+    shown = 0 if seconds < 0.001 else round(seconds, 3 if seconds < 1 else 1)
+    return str(_("+%(seconds)s s", seconds=format_decimal(shown, format="0.###", locale=current_language())))
