@@ -15,15 +15,14 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from checkout.database import insert_ignoring_conflicts, utcnow
+from checkout.gateway.cards import Behaviour, last4
 from checkout.gateway.client import (
-    Behaviour,
     CardDeclined,
     Charge,
     GatewayTimeout,
     GatewayUnavailable,
     Ledger,
     charge_from_row,
-    last4,
     new_charge,
 )
 from checkout.gateway.models import DECLINED, SUCCEEDED, GatewayCharge, GatewayFaultMark

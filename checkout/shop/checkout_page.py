@@ -15,7 +15,7 @@ from flask_babel import gettext as _
 
 from checkout.database import writing
 from checkout.extensions import db, once
-from checkout.gateway.client import TEST_CARDS, pretty
+from checkout.gateway.cards import TEST_CARDS, pretty
 from checkout.idempotency import Done, InProgress, InvalidKey, Mismatch, Outcome, Refused, Unfinished, parse_key
 from checkout.shop import carts
 from checkout.shop.carts import CartView, purchase_of

@@ -27,7 +27,7 @@ from pydantic import (
 )
 
 from checkout.errors import Problem as Refusal
-from checkout.gateway.client import digits_only, luhn_valid
+from checkout.gateway.cards import digits_only, luhn_valid
 from checkout.shop.models import (
     MAX_PAYMENT_AMOUNT,
     MAX_QUANTITY,

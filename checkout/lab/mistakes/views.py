@@ -23,7 +23,7 @@ from wtforms.validators import DataRequired, Length, NumberRange
 
 from checkout.errors import Problem
 from checkout.extensions import csrf
-from checkout.gateway.client import TEST_CARDS, pretty
+from checkout.gateway.cards import TEST_CARDS, pretty
 from checkout.i18n import N_, current_language
 from checkout.idempotency.store import worker_name
 from checkout.lab import damage, http, lab_only
