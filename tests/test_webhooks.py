@@ -21,9 +21,8 @@ from checkout.gateway.relay import deliverer
 from checkout.gateway.signing import HEADER, sign
 from checkout.gateway.webhooks import Deliverer
 from checkout.mail.outbox import OutboxMessage
-from checkout.shop import schemas
 from checkout.shop.models import Order, Refund, WebhookReceipt
-from checkout.shop.webhooks import apply
+from checkout.shop.webhooks import GatewayEventData, apply
 from tests.conftest import LiveServer
 from tests.helpers import (
     ALICE,
@@ -162,7 +161,7 @@ def test_a_webhook_never_moves_an_order_backwards(app: Flask, client: FlaskClien
     failed = {"id": "evt_late_failure", "type": "charge.failed", "created": 0, "data": {"reference": paid["id"]}}
     assert signed_post(client, failed).get_json()["result"] == "ignored"  # the gateway charged its key
     with app.app_context(), writing():  # and were the gateway's ledger to say nothing: the order is not pending
-        data = schemas.GatewayEventData(reference=paid["id"])
+        data = GatewayEventData(reference=paid["id"])
         assert apply("charge.failed", data, charged=False) == ("no change", {})
     assert [o.status for o in ledger.orders()] == ["paid"]
 

@@ -15,16 +15,7 @@ from datetime import datetime
 from typing import Annotated, Any, Self, TypeVar
 
 from email_validator import EmailNotValidError, validate_email
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    ValidationError,
-    WithJsonSchema,
-    model_validator,
-)
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema
 
 from checkout.errors import Problem as Refusal
 from checkout.gateway.cards import digits_only, luhn_valid
@@ -194,7 +185,7 @@ def clean_card_or_default(raw: object) -> str:
     return DEFAULT_CARD if raw is None else clean_card_number(raw)
 
 
-def _omittable(schema: dict[str, Any]) -> None:
+def omittable(schema: dict[str, Any]) -> None:
     """A field a body may leave out: the document gives the value's own rules (a null is read as not sent)."""
     schema.pop("default", None)
     schema.update(next(choice for choice in schema.pop("anyOf", [{}]) if choice.get("type") != "null"))
@@ -225,7 +216,7 @@ class OrderRequest(Request):
         Field(
             description="Your own name for this purchase (1 to 64 visible ASCII characters), the same on every "
             "retry: the lab counts money per purchase.",
-            json_schema_extra=_omittable,
+            json_schema_extra=omittable,
         ),
         BeforeValidator(clean_purchase),
     ] = None
@@ -241,7 +232,7 @@ class OrderRequest(Request):
 class RefundRequest(Request):
     amount_cents: Annotated[
         Annotated[int, Field(ge=1, le=MAX_CENTS)] | None,
-        Field(description="Default: everything that is left to refund.", json_schema_extra=_omittable),
+        Field(description="Default: everything that is left to refund.", json_schema_extra=omittable),
         BeforeValidator(clean_amount_cents),
     ] = None
     reason: Annotated[str, Field(max_length=200), BeforeValidator(clean_reason)] = ""
@@ -268,7 +259,7 @@ class PaymentRequest(Request):
     card_number: Annotated[
         str,
         # Sent without one, the gateway's success test card pays: a default the document does not publish.
-        Field(description="Optional. " + CARD, validate_default=True, json_schema_extra=_omittable),
+        Field(description="Optional. " + CARD, validate_default=True, json_schema_extra=omittable),
         BeforeValidator(clean_card_or_default),
     ] = None  # type: ignore[assignment]  # validate_default: the parser turns it into the default card
 
@@ -410,10 +401,7 @@ class OrdersQuery(BaseModel):
     """``GET /api/orders``'s query."""
 
     idempotency_key: Annotated[
-        str | None,
-        Field(
-            description="Only the order this key placed (zero or one): a client unsure of an outcome can look it up."
-        ),
+        str | None, Field(description="Only the order this key placed (zero or one), for a client unsure of it.")
     ] = None
 
 
@@ -456,73 +444,3 @@ class InvalidProblem(Problem):
     skus: list[str] | None = None
     order_id: str | None = None
     refundable_cents: Cents | None = None
-
-
-# --- the gateway's webhook -----------------------------------------------------------------
-
-
-class SignedHeaders(BaseModel):
-    signature: Annotated[
-        str,
-        Field(
-            alias="Gateway-Signature",
-            description='t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<raw body>">, keyed by the webhook secret; '
-            "at most 300 s away from now.",
-        ),
-    ]
-
-
-# What the shop reads is checked (a charge's and a refund's ids, the reference); what it only passes by is
-# published as the gateway sends it and not checked, so a field the gateway changes cannot make a delivery
-# fail, and be retried forever, for an event the shop would only have ignored.
-_UNREAD = Field(json_schema_extra=_omittable)
-
-
-# The events the shop applies (checkout.shop.webhooks.apply); any other type is answered "ignored".
-APPLIED_EVENTS = ("charge.succeeded", "charge.failed", "refund.succeeded")
-
-
-def _findable(value: str | None) -> str | None:
-    """A lookup with a NUL in it finds no row, and PostgreSQL cannot even be asked: it is read as absent."""
-    return None if value is not None and "\x00" in value else value
-
-
-class GatewayEventData(BaseModel):
-    id: str | None = None  # stored by the events the shop applies: checked there (GatewayEvent)
-    # Looked up, not stored: one that matches nothing is an event about nothing here, ignored.
-    reference: Annotated[str | None, AfterValidator(_findable)] = None
-    gateway_key: Annotated[str | None, AfterValidator(_findable)] = None
-    amount_cents: Annotated[Any, WithJsonSchema({"type": "integer", "minimum": 0}), _UNREAD] = None
-    currency: Annotated[Any, WithJsonSchema({"type": "string"}), _UNREAD] = None
-    status: Annotated[Any, WithJsonSchema({"type": "string"}), _UNREAD] = None
-
-
-def _event_text(raw: object) -> str:
-    return clean_text(raw, max_length=40)  # no NUL: PostgreSQL cannot store one in the receipt
-
-
-class GatewayEvent(BaseModel):
-    id: Annotated[str, Field(min_length=1, max_length=40), BeforeValidator(_event_text)]
-    type: Annotated[
-        str,
-        Field(max_length=40, examples=["charge.succeeded", "charge.failed", "refund.succeeded"]),
-        BeforeValidator(_event_text),
-    ]
-    created: Annotated[
-        Any,
-        WithJsonSchema({"type": "integer", "description": "Unix seconds; the shop reads only the signature's."}),
-        _UNREAD,
-    ] = None
-    data: GatewayEventData
-
-    @model_validator(mode="after")
-    def _storable_id(self) -> Self:
-        """An event the shop applies stores ``data.id`` (the charge's or the refund's): it must fit the column."""
-        if self.type in APPLIED_EVENTS and self.data.id is not None:
-            clean_text(self.data.id, max_length=32)
-        return self
-
-
-class EventReceived(Answer):
-    event: str
-    result: Annotated[str, WithJsonSchema({"enum": ["applied", "no change", "ignored", "duplicate"]})]

@@ -7,10 +7,11 @@ Design: docs/design.md#checkoutshopwebhookspy-the-webhook-receiver
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, Self
 
 import sqlalchemy as sa
 from flask import Blueprint, Response, current_app, request
+from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, WithJsonSchema, model_validator
 
 from checkout import metrics
 from checkout.audit import IdempotencyRecord, note
@@ -20,7 +21,7 @@ from checkout.extensions import csrf, db
 from checkout.gateway import SUCCEEDED
 from checkout.gateway.signing import HEADER, verify
 from checkout.openapi import TOO_LARGE, described, problems
-from checkout.shop import orders, payments, refunds, schemas
+from checkout.shop import orders, payments, refunds
 from checkout.shop.models import (
     DECLINED,
     PAID,
@@ -32,6 +33,7 @@ from checkout.shop.models import (
 )
 from checkout.shop.orders import OrderView
 from checkout.shop.placement import PaymentEvent, end_order, gateway
+from checkout.shop.schemas import Answer, clean_text, omittable
 
 bp = Blueprint("webhooks", __name__)
 csrf.exempt(bp)  # signed by the gateway: there is no browser session to forge
@@ -40,10 +42,80 @@ receipts = table_of(WebhookReceipt)
 APPLIED, NO_CHANGE, IGNORED, DUPLICATE = "applied", "no change", "ignored", "duplicate"
 
 
-def _event(raw: bytes) -> schemas.GatewayEvent:
+# --- what the gateway sends, and what it is answered (the OpenAPI document publishes both) ---------------
+
+
+class SignedHeaders(BaseModel):
+    signature: Annotated[
+        str,
+        Field(
+            alias="Gateway-Signature",
+            description='t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<raw body>">, keyed by the webhook secret; '
+            "at most 300 s away from now.",
+        ),
+    ]
+
+
+# What the shop reads is checked (a charge's and a refund's ids, the reference); what it only passes by is
+# published as the gateway sends it and not checked, so a field the gateway changes cannot make a delivery
+# fail, and be retried forever, for an event the shop would only have ignored.
+_UNREAD = Field(json_schema_extra=omittable)
+
+
+# The events the shop applies (checkout.shop.webhooks.apply); any other type is answered "ignored".
+APPLIED_EVENTS = ("charge.succeeded", "charge.failed", "refund.succeeded")
+
+
+def _findable(value: str | None) -> str | None:
+    """A lookup with a NUL in it finds no row, and PostgreSQL cannot even be asked: it is read as absent."""
+    return None if value is not None and "\x00" in value else value
+
+
+class GatewayEventData(BaseModel):
+    id: str | None = None  # stored by the events the shop applies: checked there (GatewayEvent)
+    # Looked up, not stored: one that matches nothing is an event about nothing here, ignored.
+    reference: Annotated[str | None, AfterValidator(_findable)] = None
+    gateway_key: Annotated[str | None, AfterValidator(_findable)] = None
+    amount_cents: Annotated[Any, WithJsonSchema({"type": "integer", "minimum": 0}), _UNREAD] = None
+    currency: Annotated[Any, WithJsonSchema({"type": "string"}), _UNREAD] = None
+    status: Annotated[Any, WithJsonSchema({"type": "string"}), _UNREAD] = None
+
+
+def _event_text(raw: object) -> str:
+    return clean_text(raw, max_length=40)  # no NUL: PostgreSQL cannot store one in the receipt
+
+
+class GatewayEvent(BaseModel):
+    id: Annotated[str, Field(min_length=1, max_length=40), BeforeValidator(_event_text)]
+    type: Annotated[
+        str,
+        Field(max_length=40, examples=["charge.succeeded", "charge.failed", "refund.succeeded"]),
+        BeforeValidator(_event_text),
+    ]
+    created: Annotated[
+        Any,
+        WithJsonSchema({"type": "integer", "description": "Unix seconds; the shop reads only the signature's."}),
+        _UNREAD,
+    ] = None
+    data: GatewayEventData
+
+    @model_validator(mode="after")
+    def _storable_id(self) -> Self:
+        """An event the shop applies stores ``data.id`` (the charge's or the refund's): it must fit the column."""
+        if self.type in APPLIED_EVENTS and self.data.id is not None:
+            clean_text(self.data.id, max_length=32)
+        return self
+
+
+class EventReceived(Answer):
+    event: str
+    result: Annotated[str, WithJsonSchema({"enum": ["applied", "no change", "ignored", "duplicate"]})]
+
+
+def _event(raw: bytes) -> GatewayEvent:
     """The body, read by the same model the document publishes."""
     try:
-        return schemas.GatewayEvent.model_validate_json(raw)
+        return GatewayEvent.model_validate_json(raw)
     except ValueError:  # pydantic's ValidationError is one
         raise Problem(400, "Malformed event", "The body is not a gateway event. Nothing was applied.") from None
 
@@ -53,10 +125,10 @@ def _event(raw: bytes) -> schemas.GatewayEvent:
     operation_id="receiveGatewayEvent",
     tag="webhooks",
     public=True,
-    body=schemas.GatewayEvent,
-    headers=schemas.SignedHeaders,
+    body=GatewayEvent,
+    headers=SignedHeaders,
     answers={
-        200: (schemas.EventReceived, "Received: applied, or a repeated delivery that changed nothing."),
+        200: (EventReceived, "Received: applied, or a repeated delivery that changed nothing."),
         400: problems("A missing, bad or stale signature, or a body that is not an event: nothing applied.",
                       "bad-signature", "bad-request"),
         413: TOO_LARGE,
@@ -96,10 +168,10 @@ def receive() -> Response:
                 sa.update(receipts).where(receipts.c.event_id == event.id).values(result=result, detail=detail)
             )
     metrics.webhook_received(event.type, result)  # after the commit: it happened
-    return Response(schemas.EventReceived(event=event.id, result=result).to_bytes(), mimetype="application/json")
+    return Response(EventReceived(event=event.id, result=result).to_bytes(), mimetype="application/json")
 
 
-def _charged(event: schemas.GatewayEvent) -> bool | None:
+def _charged(event: GatewayEvent) -> bool | None:
     """What the gateway's own ledger says of a charge event (fetch the object, never trust the event alone):
     for charge.succeeded, whether the charge it names exists, succeeded and is for its reference; for
     charge.failed, whether the key of the order or payment it names has a succeeded charge. None: not a charge."""
@@ -115,7 +187,7 @@ def _charged(event: schemas.GatewayEvent) -> bool | None:
     return None
 
 
-def apply(type_: str, data: schemas.GatewayEventData, charged: bool | None = None) -> tuple[str, dict[str, Any]]:
+def apply(type_: str, data: GatewayEventData, charged: bool | None = None) -> tuple[str, dict[str, Any]]:
     """Apply one event inside the current unit of work; what happened. ``charged``: what the gateway's ledger
     says (``_charged``): an event it contradicts changes nothing."""
     if type_ in ("charge.succeeded", "refund.succeeded") and data.id is None:  # a success names what succeeded
