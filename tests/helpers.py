@@ -220,8 +220,9 @@ def claim_as_a_dying_worker(
     from checkout.idempotency import Scope, Settings
     from checkout.idempotency.edge import keyed_fingerprint
     from checkout.idempotency.engine import Asked, begin
+    from checkout.shop.answers import ApiResponder
     from checkout.shop.models import Customer
-    from checkout.shop.placement import SAFE, ApiResponder, OrderRequest, PlaceOrder
+    from checkout.shop.placement import SAFE, OrderRequest, PlaceOrder
     from checkout.shop.schemas import parse_order
 
     with app.app_context():

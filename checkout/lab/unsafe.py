@@ -23,17 +23,12 @@ from checkout.idempotency import NO_STORE, Done, Outcome, Refused
 from checkout.lab import lab_only
 from checkout.lab.mistakes.twin import twin
 from checkout.shop import carts, schemas
+from checkout.shop.answers import BrowserOutcome, BrowserResponder
 from checkout.shop.api import REFUNDS, place_order, refund_order, token_required
 from checkout.shop.carts import purchase_of
 from checkout.shop.forms import PaymentForm
 from checkout.shop.identity import browser_customer_id, browser_identity
-from checkout.shop.placement import (
-    BrowserOutcome,
-    BrowserResponder,
-    OrderRequest,
-    PlaceOrder,
-    a_new_key_per_request,
-)
+from checkout.shop.placement import OrderRequest, PlaceOrder, a_new_key_per_request
 from checkout.shop.schemas import RequestedLine
 
 bp = lab_only(Blueprint("unsafe", __name__))

@@ -22,20 +22,13 @@ from checkout.extensions import View, csrf, db, once
 from checkout.idempotency import JsonAnswers, Pipeline, StoredResponse, Unfinished, read_key
 from checkout.openapi import IDEMPOTENT, NOT_FOUND, described, paid_or_accepted, problems
 from checkout.shop import payments, schemas
+from checkout.shop.answers import ApiResponder
 from checkout.shop.identity import ApiCustomer, api_customer
 from checkout.shop.models import PAYMENT_PENDING, PENDING, Product
 from checkout.shop.orders import refund_by_public_id, view_of
 from checkout.shop.orders_page import order_of, orders_of
 from checkout.shop.payments import API_PAYMENTS, ApiPaymentResponder, PaymentRequest, PlacePayment
-from checkout.shop.placement import (
-    SAFE,
-    ApiResponder,
-    OrderRequest,
-    PaymentPipeline,
-    PlaceOrder,
-    answer_for,
-    gateway,
-)
+from checkout.shop.placement import SAFE, OrderRequest, PaymentPipeline, PlaceOrder, answer_for, gateway
 from checkout.shop.refunds import API_REFUNDS, ApiRefundResponder, PlaceRefund, RefundRequest
 
 bp = Blueprint("api", __name__, url_prefix="/api")

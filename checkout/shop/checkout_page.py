@@ -18,21 +18,14 @@ from checkout.extensions import db, once
 from checkout.gateway.cards import TEST_CARDS, pretty
 from checkout.idempotency import Done, InProgress, InvalidKey, Mismatch, Outcome, Refused, Unfinished, parse_key
 from checkout.shop import carts
+from checkout.shop.answers import BrowserOutcome, BrowserResponder
 from checkout.shop.carts import CartView, purchase_of
 from checkout.shop.forms import CheckoutForm
 from checkout.shop.identity import browser_customer_id, browser_identity, known_browser_customer_id
 from checkout.shop.models import PENDING, WAS_PAID, Order, Product
 from checkout.shop.orders import Line
 from checkout.shop.orders_page import remember_replay
-from checkout.shop.placement import (
-    BROWSER,
-    BrowserOutcome,
-    BrowserResponder,
-    CartVersion,
-    OrderRequest,
-    PlaceOrder,
-    find_order,
-)
+from checkout.shop.placement import BROWSER, CartVersion, OrderRequest, PlaceOrder, find_order
 
 bp = Blueprint("checkout", __name__)
 

@@ -30,6 +30,7 @@ from checkout.idempotency import (
     key_reused,
 )
 from checkout.shop import schemas
+from checkout.shop.answers import CARD_DECLINED, IN_PROGRESS, PAYMENT_ABANDONED, ProblemKind
 from checkout.shop.models import (
     PAYMENT_DECLINED,
     PAYMENT_FAILED,
@@ -40,14 +41,10 @@ from checkout.shop.models import (
 )
 from checkout.shop.placement import (
     ALREADY_FINAL,
-    CARD_DECLINED,
-    IN_PROGRESS,
-    PAYMENT_ABANDONED,
     GatewayAnswer,
     GatewayCall,
     PaymentEvent,
     Phases,
-    ProblemKind,
     charge_once,
     gateway_key_for,
 )

@@ -20,6 +20,7 @@ from checkout.gateway import Refund as GatewayRefundAnswer
 from checkout.i18n import N_
 from checkout.idempotency import Complete, MoveTo, Operation, Refuse, RetryLater, Step, StoredResponse, json_bytes
 from checkout.shop import orders, schemas
+from checkout.shop.answers import ProblemKind
 from checkout.shop.models import (
     PARTIALLY_REFUNDED,
     REFUND_PENDING,
@@ -31,7 +32,7 @@ from checkout.shop.models import (
     Refund,
 )
 from checkout.shop.orders import OrderView, RefundView, refund_by_public_id
-from checkout.shop.placement import Phases, ProblemKind
+from checkout.shop.placement import Phases
 
 REFUND_CREATED = "refund_created"
 API_REFUNDS = "POST /api/orders/<order_id>/refunds"
