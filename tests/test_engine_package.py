@@ -112,3 +112,13 @@ def test_racing_duplicates_of_a_decorated_view_make_one_note(notes_app: Flask) -
     statuses = race(8, lambda _: int(post_note(notes_app.test_client(), "note-key-0000000004").status_code))
     assert 201 in statuses and set(statuses) <= {201, 409}, statuses
     assert notes_app.test_client().get("/notes").get_json() == ["milk"]
+
+
+def test_no_module_of_the_shop_is_over_450_lines() -> None:
+    """What a reader meets: no module of ``checkout/`` longer than 450 lines (split it where its reading order
+    breaks: the answers of a payment, a webhook's models, the test cards each have their own)."""
+    lengths = {
+        str(source.relative_to(ROOT)): len(source.read_text().splitlines())
+        for source in (ROOT / "checkout").rglob("*.py")
+    }
+    assert {name: length for name, length in lengths.items() if length > 450} == {}
