@@ -94,7 +94,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         edits=(Edit("static/checkout.js", "button.disabled = true;", "/* mutant: Pay stays enabled */"),),
         tests=(
             # The QA folder's tests (qa/), Python and TypeScript, against a served shop of the mutated copy.
-            "tests/browser/test_qa_folder.py::test_the_python_qa_tests_pass_or_skip_saying_why_against_a_shop_with_its_lab_off",
+            "tests/browser/test_qa_folder.py::test_the_python_qa_tests_copied_into_an_empty_folder_all_pass_against_a_shop_with_its_lab_on",
             "tests/browser/test_qa_folder.py::test_the_typescript_qa_tests_all_pass_against_a_shop_with_its_lab_on",
             "tests/test_layers.py::test_submitting_the_checkout_form_disables_the_pay_button",
         ),

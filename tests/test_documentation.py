@@ -7,6 +7,7 @@ a setting behind, so every relative link (and the heading it points at) is resol
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 from checkout.config import SETTINGS
@@ -73,3 +74,17 @@ def test_the_readme_stays_a_front_door() -> None:
     assert len(README.splitlines()) <= 250
     for section in ("## The two commands", "## A five-minute tour", "## Where each layer of the defence lives"):
         assert section in README
+
+
+def test_the_mutation_tables_patterns_and_tests_still_match_the_code() -> None:
+    """make mutants refuses to run on a table out of date; make test says so first (a renamed test, a moved line)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("mutants", ROOT / "scripts" / "mutants.py")
+    assert spec is not None and spec.loader is not None
+    mutants = importlib.util.module_from_spec(spec)
+    sys.modules["mutants"] = mutants  # its dataclasses look their module up
+    spec.loader.exec_module(mutants)
+    for mutation in mutants.MUTATIONS:
+        mutants.check_edits(mutation, ROOT)
+        mutants.check_test_ids(mutation.layer, mutation.tests, ROOT)

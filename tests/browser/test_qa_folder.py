@@ -2,9 +2,10 @@
 two relays. In Python from a copy of the folder in an empty directory, with a virtual environment holding only its
 requirements.txt; in TypeScript with its one npm dependency.
 
-Each suite runs whole against the shop with its lab off, as production serves it: every test passes, but the one
-that counts through the lab, which skips saying why. That one then runs against the shop with its lab on, where it
-passes. (The others do not use the lab: run a second time beside it, they would only cost the suite a minute.)"""
+Each suite runs whole against the shop with its lab on, where every test also counts orders and charges through the
+lab's ledger (one order, one charge). Against the shop with its lab off, as production serves it, the one test that
+cannot run without the lab runs alone, and skips saying why. (The others run the same pages there, only without
+the ledger's counts: run whole a second time, they would cost the suite a minute.)"""
 
 from __future__ import annotations
 
@@ -150,27 +151,27 @@ def run_python(
     return results_of(junit)
 
 
-def test_the_python_qa_tests_copied_into_an_empty_folder_pass_or_skip_saying_why_against_a_shop_with_its_lab_off(
-    shop_without_its_lab: str, chromium: str, tmp_path: Path
+def test_the_python_qa_tests_copied_into_an_empty_folder_all_pass_against_a_shop_with_its_lab_on(
+    shop_with_its_lab: str, chromium: str, tmp_path: Path
 ) -> None:
     copy = tmp_path / "qa"
     shutil.copytree(QA, copy, ignore=shutil.ignore_patterns("ts", "__pycache__", ".pytest_cache", "test-results"))
     venv = venv_of(copy / "requirements.txt")
     hidden = subprocess.run([str(venv / "bin" / "python"), "-c", "import checkout"], cwd=copy, capture_output=True)
     assert hidden.returncode != 0  # the copy stands alone: the project is nowhere to import
-    ran, failed, skipped, reasons = run_python(copy, str(venv / "bin" / "python"), shop_without_its_lab, chromium,
+    ran, failed, skipped, reasons = run_python(copy, str(venv / "bin" / "python"), shop_with_its_lab, chromium,
                                                tmp_path / "junit.xml")  # fmt: skip
-    assert (ran, failed, skipped) == (PYTHON_TESTS, 0, 1)
-    assert all(LAB_OFF_SKIP in reason for reason in reasons), reasons
+    assert (ran, failed, skipped) == (PYTHON_TESTS, 0, 0), reasons
 
 
-def test_the_python_qa_test_that_counts_through_the_lab_passes_against_a_shop_with_its_lab_on(
-    shop_with_its_lab: str, chromium: str, tmp_path: Path
+def test_the_python_qa_test_that_needs_the_lab_skips_saying_why_against_a_shop_with_its_lab_off(
+    shop_without_its_lab: str, chromium: str, tmp_path: Path
 ) -> None:
     only = ("-k", NEEDS_THE_LAB.replace(" ", "_"))
-    ran, failed, skipped, reasons = run_python(QA, sys.executable, shop_with_its_lab, chromium,
+    ran, failed, skipped, reasons = run_python(QA, sys.executable, shop_without_its_lab, chromium,
                                                tmp_path / "junit.xml", *only)  # fmt: skip
-    assert (ran, failed, skipped) == (1, 0, 0), reasons
+    assert (ran, failed, skipped) == (1, 0, 1)
+    assert all(LAB_OFF_SKIP in reason for reason in reasons), reasons
 
 
 def run_typescript(url: str, chromium: str, *only: str) -> str:
@@ -191,15 +192,13 @@ def run_typescript(url: str, chromium: str, *only: str) -> str:
     return run.stdout
 
 
-def test_the_typescript_qa_tests_pass_or_skip_against_a_shop_with_its_lab_off(
+def test_the_typescript_qa_tests_all_pass_against_a_shop_with_its_lab_on(shop_with_its_lab: str, chromium: str) -> None:
+    output = run_typescript(shop_with_its_lab, chromium)
+    assert f"{TYPESCRIPT_TESTS} passed" in output and "skipped" not in output, output[-2000:]
+
+
+def test_the_typescript_qa_test_that_needs_the_lab_skips_against_a_shop_with_its_lab_off(
     shop_without_its_lab: str, chromium: str
 ) -> None:
-    output = run_typescript(shop_without_its_lab, chromium)
-    assert f"{TYPESCRIPT_TESTS - 1} passed" in output and "1 skipped" in output, output[-2000:]
-
-
-def test_the_typescript_qa_test_that_counts_through_the_lab_passes_against_a_shop_with_its_lab_on(
-    shop_with_its_lab: str, chromium: str
-) -> None:
-    output = run_typescript(shop_with_its_lab, chromium, "--grep", NEEDS_THE_LAB)
-    assert "1 passed" in output and "skipped" not in output, output[-2000:]
+    output = run_typescript(shop_without_its_lab, chromium, "--grep", NEEDS_THE_LAB)
+    assert "1 skipped" in output and "passed" not in output and "failed" not in output, output[-2000:]
