@@ -41,7 +41,8 @@ def terminate(pid: int) -> None:
     admin = sa.create_engine(POSTGRES_URL)
     try:
         with admin.begin() as connection:
-            assert connection.scalar(sa.text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+            # Waits (up to 5 s) until the process has gone, so the next query cannot race its exit.
+            assert connection.scalar(sa.text("SELECT pg_terminate_backend(:pid, 5000)"), {"pid": pid})
     finally:
         admin.dispose()
 
