@@ -325,7 +325,8 @@ def test_a_key_two_customers_used_shows_one_customers_timeline_named(client: Fla
     bobs = ledger.events(IdempotencyEvent.key == key, IdempotencyEvent.customer == "cus_demo_bob")
     assert 0 < len(bobs) < len(ledger.events(IdempotencyEvent.key == key))
     assert html.count('data-testid="timeline-worker"') == len(bobs)
-    assert "cus_demo_bob" in html and 'data-testid="focus-endpoint">POST /api/orders<' in html
+    assert 'data-testid="focus-customer" title="cus_demo_bob"' in html
+    assert 'data-testid="focus-endpoint">POST /api/orders<' in html
 
 
 def test_the_timeline_writes_its_gaps_in_the_pages_language(client: FlaskClient) -> None:

@@ -89,6 +89,12 @@ def kill_holder(view: RecordView, *, under_gunicorn: bool) -> tuple[str, str]:
     """
     if not view.lease_live or not view.lease_holder:
         return "none", _("Nobody holds this key’s lease right now: the payment is not running in any worker.")
+    if (dead := dead_holder_pid(view)) is not None:
+        return "none", _(
+            "Worker %(pid)s is dead, and its lease still runs: when it runs out, a retry with this key, or reconcile, "
+            "takes the payment over.",
+            pid=dead,
+        )
     pid = holder_pid(view)
     if pid is None:
         return "none", _("The worker holding this key (%(holder)s) runs on another machine.", holder=view.lease_holder)
