@@ -11,7 +11,7 @@ import enum
 import functools
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 import sqlalchemy as sa
@@ -431,8 +431,10 @@ def settle(order: OrderView, answer: GatewayAnswer, note: Callable[..., None]) -
 
 def answer_for(order: OrderView, respond: Responder) -> StoredResponse:
     """The endpoint's answer for an order that already has its outcome."""
-    if order.status in WAS_PAID:  # refunded since, perhaps: the payment's answer is still the order
-        return respond.paid(order)
+    if order.status in WAS_PAID:
+        # The payment's answer is the order as it was paid, whatever refunds came since: the same bytes whichever
+        # path tells it (the holder, a retry, reconcile, a key still held while a webhook paid its order).
+        return respond.paid(replace(order, status=PAID, refunded_cents=0, refunds=()))
     if order.status == DECLINED:
         return respond.declined(order)
     if order.status == FAILED:
