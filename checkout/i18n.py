@@ -52,6 +52,11 @@ def select_locale() -> str:
     chosen = _asked() or session.get(SESSION_KEY)
     if chosen in LANGUAGES:
         return str(chosen)
+    return _accepted()
+
+
+def _accepted() -> str:
+    """The best of our languages the request's ``Accept-Language`` asks for, else English."""
     return request.accept_languages.best_match(list(LANGUAGES), default=DEFAULT)
 
 
@@ -59,7 +64,7 @@ def shopper_language() -> str:
     """The language an order's emails are written in: the page's, or on the API (whose answers stay English)
     the one its ``Accept-Language`` asks for."""
     if has_request_context() and request.path.startswith(ENGLISH_ONLY_PREFIXES):
-        return request.accept_languages.best_match(list(LANGUAGES), default=DEFAULT)
+        return _accepted()
     return current_language()
 
 

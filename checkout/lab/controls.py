@@ -42,11 +42,17 @@ def holder_pid(view: RecordView) -> int | None:
     return pid if pid is not None and _alive(pid) else None
 
 
-def dead_holder_pid(view: RecordView) -> int | None:
-    """The pid of the worker holding this key's live lease, if it ran on this machine and is dead (killed): its
-    lease still runs, but there is nobody left to kill."""
+def dead_holder(view: RecordView) -> str | None:
+    """What to say of the worker holding this key's live lease, if it ran on this machine and is dead (killed):
+    its lease still runs, but there is nobody left to kill."""
     pid = _local_holder(view)
-    return pid if pid is not None and view.lease_live and not _alive(pid) else None
+    if pid is None or not view.lease_live or _alive(pid):
+        return None
+    return _(
+        "Worker %(pid)s is dead, and its lease still runs: when it runs out, a retry with this key, or reconcile, "
+        "takes the payment over.",
+        pid=pid,
+    )
 
 
 def _local_holder(view: RecordView) -> int | None:
@@ -64,20 +70,24 @@ def _alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True  # someone else's process: it exists
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return True  # no /proc (macOS): the signal said it exists
-    return state not in ("Z", "X")
+    fields = _stat(pid)
+    return fields is None or fields[0] not in ("Z", "X")  # no /proc (macOS): the signal said it exists
 
 
 def _parent_of(pid: int) -> int | None:
-    """The parent pid of a process (Linux: /proc/<pid>/stat), or None if it cannot be read."""
+    """The parent pid of a process, or None if it cannot be read."""
+    fields = _stat(pid)
+    return int(fields[1]) if fields is not None and fields[1].isdigit() else None
+
+
+def _stat(pid: int) -> list[str] | None:
+    """The fields of /proc/<pid>/stat after the command's name (state, parent pid, ...); None without them
+    (Linux only). The name is cut at its last ")": it may hold spaces and parentheses itself."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return int(fields[1])
-    except (OSError, IndexError, ValueError):
+    except (OSError, IndexError):
         return None
+    return fields if len(fields) >= 2 else None
 
 
 def kill_holder(view: RecordView, *, under_gunicorn: bool) -> tuple[str, str]:
@@ -89,12 +99,8 @@ def kill_holder(view: RecordView, *, under_gunicorn: bool) -> tuple[str, str]:
     """
     if not view.lease_live or not view.lease_holder:
         return "none", _("Nobody holds this key’s lease right now: the payment is not running in any worker.")
-    if (dead := dead_holder_pid(view)) is not None:
-        return "none", _(
-            "Worker %(pid)s is dead, and its lease still runs: when it runs out, a retry with this key, or reconcile, "
-            "takes the payment over.",
-            pid=dead,
-        )
+    if (dead := dead_holder(view)) is not None:
+        return "none", dead
     pid = holder_pid(view)
     if pid is None:
         return "none", _("The worker holding this key (%(holder)s) runs on another machine.", holder=view.lease_holder)

@@ -120,7 +120,7 @@ def _live_context() -> dict[str, Any]:
         "record": record,
         "protected_paths": damage.PROTECTED_PATHS,
         "holder_pid": controls.holder_pid(record) if record else None,
-        "dead_holder_pid": controls.dead_holder_pid(record) if record else None,
+        "dead_holder": controls.dead_holder(record) if record else None,
         "focus_order": orders.by_public_id(record.reference) if record and record.reference else None,
         # The record's own scope (whose key, on which endpoint); a key whose record is gone: all of its events.
         "timeline": (timeline(key, record.scope.customer, record.scope.endpoint) if record else timeline(key))
