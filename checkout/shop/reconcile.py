@@ -118,9 +118,10 @@ def reconcile(gateway: Gateway) -> list[Reconciled]:
         orphan = compensated.orphan
         key = compensation_key(orphan.charge_id)
         done.append(Reconciled(key, "compensation", "", compensated.outcome, orphan.order_id, orphan.charge_id))
-    with writing():  # /metrics counts what each run did, whichever process ran it (a run that dies counts nothing)
-        count_housekeeping("reconcile", [r.outcome for r in done if r.endpoint != "compensation"])
-        count_housekeeping("compensate", [r.outcome for r in done if r.endpoint == "compensation"])
+    if done:  # /metrics counts what each run did, whichever process ran it (a run that dies counts nothing)
+        with writing():  # (a cron run with nothing to do writes nothing)
+            count_housekeeping("reconcile", [r.outcome for r in done if r.endpoint != "compensation"])
+            count_housekeeping("compensate", [r.outcome for r in done if r.endpoint == "compensation"])
     return done
 
 
