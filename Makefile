@@ -106,8 +106,8 @@ QA_URL ?= $(CHECKOUT_SHOP_URL)
 
 ## The double-click tests of qa/ against a running shop (QA_URL=...), in Python, then TypeScript.
 qa: install browser $(QA_TS)/node_modules/.package-lock.json
-	cd qa && CHROMIUM_PATH=$${CHROMIUM_PATH:-$$(command -v chromium || true)} $(abspath $(BIN))/python -m pytest --base-url $(QA_URL) -p no:cacheprovider
-	@if command -v npx >/dev/null 2>&1; then cd $(QA_TS) && BASE_URL=$(QA_URL) CHROMIUM_PATH=$${CHROMIUM_PATH:-$$(command -v chromium || true)} npx playwright test; fi
+	cd qa && CHROMIUM_PATH=$${CHROMIUM_PATH:-$$(command -v chromium-headless-shell || command -v chromium || true)} $(abspath $(BIN))/python -m pytest --base-url $(QA_URL) -p no:cacheprovider
+	@if command -v npx >/dev/null 2>&1; then cd $(QA_TS) && BASE_URL=$(QA_URL) CHROMIUM_PATH=$${CHROMIUM_PATH:-$$(command -v chromium-headless-shell || command -v chromium || true)} npx playwright test; fi
 
 ## The mutation check: each layer of the defence turned off in a copy of the tree; its tests must fail.
 mutants: install browser

@@ -17,8 +17,12 @@ CHROMIUM_FLAGS = [
 ]
 
 
-def _system_chromium() -> str | None:
-    for candidate in (os.environ.get("CHROMIUM_PATH"), "/usr/bin/chromium"):
+def _system_chromium(headless: bool = True) -> str | None:
+    """CHROMIUM_PATH, else Debian's Chromium. Headless, Debian's headless shell first (chromium-headless-shell: the
+    headless mode Playwright runs its own Chromium in): the same engine at some 40% of the full browser's CPU, and
+    the browser tests are most of the suite's."""
+    candidates = [os.environ.get("CHROMIUM_PATH"), "/usr/bin/chromium-headless-shell" if headless else None]
+    for candidate in (*candidates, "/usr/bin/chromium"):
         if candidate and Path(candidate).exists():
             return candidate
     return None  # fall back to Playwright's own browser
@@ -30,7 +34,7 @@ def browser_type_launch_args(browser_type_launch_args: dict[str, Any]) -> dict[s
         **browser_type_launch_args,  # headless unless pytest-playwright's --headed says otherwise
         "args": [*browser_type_launch_args.get("args", []), *CHROMIUM_FLAGS],
     }
-    executable = _system_chromium()
+    executable = _system_chromium(headless=args.get("headless", True))
     if executable:
         args["executable_path"] = executable
     return args
