@@ -117,7 +117,7 @@ def register_blueprints(app: Flask) -> None:
 
 def register_lab_blueprints(app: Flask) -> None:
     from checkout.audit import on_committed
-    from checkout.lab import messages
+    from checkout.lab import messages, seats
     from checkout.lab.compensation import bp as compensation_bp
     from checkout.lab.legacy import bp as legacy_gateway_bp
     from checkout.lab.mailbox import bp as mailbox_bp
@@ -126,6 +126,7 @@ def register_lab_blueprints(app: Flask) -> None:
     from checkout.lab.redis_store import reconcile_redis_store
     from checkout.lab.requests import bp as requests_bp
     from checkout.lab.requests import remember_traced
+    from checkout.lab.seats import bp as seats_bp
     from checkout.lab.servers import register_server_name
     from checkout.lab.stores import api_bp as redis_store_api_bp
     from checkout.lab.stores import bp as redis_store_bp
@@ -142,9 +143,10 @@ def register_lab_blueprints(app: Flask) -> None:
 
     app.context_processor(template_switches)  # the Pay button guard switch, for the checkout page
     lab = (lab_bp, unsafe_bp, mailbox_bp, legacy_gateway_bp, redis_store_api_bp, redis_store_bp, messages.bp)
-    for blueprint in (*lab, methods_bp, compensation_bp, mistakes_bp, requests_bp):
+    for blueprint in (*lab, methods_bp, compensation_bp, mistakes_bp, requests_bp, seats_bp):
         app.register_blueprint(blueprint)
     register_server_name(app)  # behind a proxy, the lab's timeline says which server took each step
+    seats.register_commands(app)  # flask workshop seats 20: a room of students on one server
 
 
 def register_template_helpers(app: Flask) -> None:

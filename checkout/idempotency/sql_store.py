@@ -128,16 +128,16 @@ class SqlStore:
         stale = sa.select(self.records).where(c.state == IN_PROGRESS, sa.or_(c.locked_until < now, released_long_ago))
         return [view_of(row, now) for row in session().execute(stale.order_by(c.id)).all()]
 
-    def purge(self, batch: int = 5000, *, expired_by: datetime | None = None) -> int:
-        """Delete completed records past their lifetime (or that will have expired by ``expired_by``).
+    def purge(self, batch: int = 5000, *, expired_by: datetime | None = None, customer: str | None = None) -> int:
+        """Delete completed records (``customer``'s, else everyone's) past their lifetime (or by ``expired_by``).
 
-        Never an unfinished record: reconcile finishes those first. In batches, one short transaction each, so a
-        large backlog neither outlives a statement timeout nor holds the locks a late retry waits for. ``purged``
-        tells the subscribers which scopes went, in the unit that deletes them (an audit trail drops theirs).
+        Never an unfinished record (reconcile finishes those). In batches of one short transaction: a backlog neither
+        outlives a statement timeout nor holds a late retry's locks. ``purged`` tells which scopes went, in the unit.
         """
         c, removed = self.records.c, 0
+        whose = c.customer == customer if customer is not None else sa.true()
         expired = sa.select(c.id, c.customer, c.endpoint, c.key).where(
-            c.state == COMPLETED, c.expires_at < (expired_by or utcnow())
+            c.state == COMPLETED, c.expires_at < (expired_by or utcnow()), whose
         )
         while True:
             with writing() as current:

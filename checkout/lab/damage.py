@@ -96,8 +96,9 @@ class Totals:
         }
 
 
-def purchases(*, prefix: str | None = None) -> list[Purchase]:
-    """Every purchase (or those whose reference starts with ``prefix``), most recent activity first."""
+def purchases(*, prefix: str | None = None, customer: str | None = None) -> list[Purchase]:
+    """Every purchase (or those whose reference starts with ``prefix``, or one customer's), most recent activity
+    first."""
     charged = (
         sa.select(
             GatewayCharge.reference,
@@ -133,6 +134,8 @@ def purchases(*, prefix: str | None = None) -> list[Purchase]:
     )
     if prefix:
         query = query.where(LabOrder.purchase_ref.startswith(prefix, autoescape=True))
+    if customer is not None:
+        query = query.where(Customer.public_id == customer)
     found = [
         Purchase(
             ref=row.ref,
@@ -168,3 +171,11 @@ def totals(found: list[Purchase]) -> tuple[dict[str, Totals], Totals]:
 def by_path() -> dict[str, Totals]:
     """Each checkout path's totals over every purchase (a page's own row of the damage table)."""
     return totals(purchases())[0]
+
+
+def by_customer() -> dict[str, Totals]:
+    """Each customer's totals over every purchase (the room of a workshop: one row per seat)."""
+    found: dict[str, Totals] = {}
+    for purchase in purchases():
+        found.setdefault(purchase.customer, Totals()).add(purchase)
+    return found

@@ -14,7 +14,7 @@ from checkout.i18n import N_, _
 from checkout.lab import damage
 from checkout.lab.servers import servers_of
 from checkout.lab.tables import SAFE, LabOrder, LabRefund, LabStock, path_of_order
-from checkout.shop.models import HOLDS_STOCK, Customer, Order, OrderItem, Product, Refund, WebhookReceipt
+from checkout.shop.models import HOLDS_STOCK, Customer, Order, OrderItem, Payment, Product, Refund, WebhookReceipt
 
 LIMIT = 200
 
@@ -23,26 +23,40 @@ def iso(value: datetime | None) -> str | None:
     return value.isoformat().replace("+00:00", "Z") if value else None
 
 
-def ledger(limit: int = LIMIT) -> dict[str, list[dict[str, Any]]]:
+def belongs_to(customer: str, reference: sa.orm.InstrumentedAttribute[str]) -> sa.ColumnElement[bool]:
+    """A charge's reference is the customer's: one of its orders (a twin that charges per attempt adds "/<attempt>"),
+    or one of its API payments (a seat's lab shows only its own charges)."""
+    owner = sa.select(Customer.id).where(Customer.public_id == customer).scalar_subquery()
+    order = sa.exists().where(
+        Order.customer_id == owner, sa.or_(reference == Order.public_id, reference.like(Order.public_id + "/%"))
+    )
+    return sa.or_(order, sa.exists().where(Payment.customer_id == owner, reference == Payment.public_id))
+
+
+def ledger(limit: int = LIMIT, customer: str | None = None) -> dict[str, list[dict[str, Any]]]:
+    """The latest rows of each table: everyone's, or one customer's (a seat's, in a workshop)."""
+    records_query = sa.select(IdempotencyRecord)
+    orders_query = sa.select(Order, Customer.public_id, path_of_order(), LabOrder.purchase_ref).join(Customer)
+    charges_query = sa.select(GatewayCharge)
+    events_query = sa.select(IdempotencyEvent)
+    if customer is not None:
+        records_query = records_query.where(IdempotencyRecord.customer == customer)
+        orders_query = orders_query.where(Customer.public_id == customer)
+        charges_query = charges_query.where(belongs_to(customer, GatewayCharge.reference))
+        events_query = events_query.where(IdempotencyEvent.customer == customer)
     records = db.session.scalars(
-        sa.select(IdempotencyRecord)
-        .order_by(IdempotencyRecord.created_at.desc(), IdempotencyRecord.id.desc())
-        .limit(limit)
+        records_query.order_by(IdempotencyRecord.created_at.desc(), IdempotencyRecord.id.desc()).limit(limit)
     ).all()
     orders = db.session.execute(
-        sa.select(Order, Customer.public_id, path_of_order(), LabOrder.purchase_ref)
-        .join(Customer)
-        .outerjoin(LabOrder, LabOrder.order_id == Order.id)
+        orders_query.outerjoin(LabOrder, LabOrder.order_id == Order.id)
         .order_by(Order.created_at.desc(), Order.id.desc())
         .limit(limit)
     ).all()
     charges = db.session.scalars(
-        sa.select(GatewayCharge).order_by(GatewayCharge.created_at.desc(), GatewayCharge.id.desc()).limit(limit)
+        charges_query.order_by(GatewayCharge.created_at.desc(), GatewayCharge.id.desc()).limit(limit)
     ).all()
     events = db.session.scalars(
-        sa.select(IdempotencyEvent)
-        .order_by(IdempotencyEvent.created_at.desc(), IdempotencyEvent.id.desc())
-        .limit(limit * 5)
+        events_query.order_by(IdempotencyEvent.created_at.desc(), IdempotencyEvent.id.desc()).limit(limit * 5)
     ).all()
     server_of = servers_of(e.worker for e in events)
     return {
@@ -142,9 +156,12 @@ COUNTER_LABELS = {
 }
 
 
-def counters() -> dict[str, int]:
+def counters(customer: str | None = None) -> dict[str, int]:
     """How often each layer of the defence worked: replays, conflicts, mismatches, resumptions, reconciles."""
-    rows = db.session.execute(sa.select(IdempotencyEvent.name, sa.func.count()).group_by(IdempotencyEvent.name)).all()
+    query = sa.select(IdempotencyEvent.name, sa.func.count()).group_by(IdempotencyEvent.name)
+    if customer is not None:
+        query = query.where(IdempotencyEvent.customer == customer)
+    rows = db.session.execute(query).all()
     counts = dict(rows)  # a Result has keys(): dict() would read it as a mapping
     return {counter: counts.get(event, 0) for counter, (event, _meaning) in COUNTERS.items()}
 
@@ -183,25 +200,29 @@ def latest_key_of(customer: str) -> str | None:
     )
 
 
-def totals() -> dict[str, int]:
-    """The whole ledger in three numbers, for scripts that measure a run."""
-    charged, charges = db.session.execute(
-        sa.select(sa.func.coalesce(sa.func.sum(GatewayCharge.amount_cents), 0), sa.func.count()).where(
-            GatewayCharge.status == "succeeded"
-        )
-    ).one()
-    orders = db.session.scalar(sa.select(sa.func.count()).select_from(Order))
+def totals(customer: str | None = None) -> dict[str, int]:
+    """The whole ledger (or one customer's) in three numbers, for scripts that measure a run."""
+    charges_query = sa.select(sa.func.coalesce(sa.func.sum(GatewayCharge.amount_cents), 0), sa.func.count()).where(
+        GatewayCharge.status == "succeeded"
+    )
+    orders_query = sa.select(sa.func.count()).select_from(Order)
+    if customer is not None:
+        charges_query = charges_query.where(belongs_to(customer, GatewayCharge.reference))
+        orders_query = orders_query.join(Customer).where(Customer.public_id == customer)
+    charged, charges = db.session.execute(charges_query).one()
+    orders = db.session.scalar(orders_query)
     return {"charged_cents": int(charged), "succeeded_charges": int(charges), "orders": int(orders or 0)}
 
 
-def refunds_list(limit: int = LIMIT) -> list[dict[str, Any]]:
-    rows = db.session.execute(
+def refunds_list(limit: int = LIMIT, customer: str | None = None) -> list[dict[str, Any]]:
+    query = (
         sa.select(Refund, Order.public_id, sa.func.coalesce(LabRefund.path, SAFE))
         .join(Order, Order.id == Refund.order_id)
         .outerjoin(LabRefund, LabRefund.refund_id == Refund.id)
-        .order_by(Refund.created_at.desc(), Refund.id.desc())
-        .limit(limit)
-    ).all()
+    )
+    if customer is not None:
+        query = query.join(Customer, Customer.id == Order.customer_id).where(Customer.public_id == customer)
+    rows = db.session.execute(query.order_by(Refund.created_at.desc(), Refund.id.desc()).limit(limit)).all()
     return [
         {
             "id": r.public_id,
@@ -245,11 +266,20 @@ def stock_list() -> list[dict[str, Any]]:
     ]
 
 
-def webhook_list(limit: int = 50) -> list[dict[str, Any]]:
-    """The gateway's events, newest first, each with what the shop did with it."""
-    events = db.session.scalars(
-        sa.select(GatewayEvent).order_by(GatewayEvent.created.desc(), GatewayEvent.id.desc()).limit(limit)
-    ).all()
+def webhook_list(limit: int = 50, customer: str | None = None) -> list[dict[str, Any]]:
+    """The gateway's events, newest first, each with what the shop did with it (a customer's: of its charges)."""
+    newest = sa.select(GatewayEvent).order_by(GatewayEvent.created.desc(), GatewayEvent.id.desc())
+    events = db.session.scalars(newest.limit(limit if customer is None else limit * 20)).all()
+    if customer is not None:  # the reference is inside the event's JSON: the customer's are picked out here
+        mine = set(
+            db.session.scalars(
+                sa.select(GatewayCharge.reference).where(
+                    GatewayCharge.reference.in_({str(e.data.get("reference")) for e in events}),
+                    belongs_to(customer, GatewayCharge.reference),
+                )
+            )
+        )
+        events = [e for e in events if e.data.get("reference") in mine][:limit]
     receipts = {
         r.event_id: r
         for r in db.session.scalars(

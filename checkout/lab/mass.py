@@ -161,11 +161,19 @@ def main(argv: list[str] | None = None) -> int:
         "--path", default="/api/orders", help="where to POST: /api/orders, or a lab variant such as the Redis store's"
     )
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--token", default="demo-alice-token", help="whose payments (a workshop seat's own token)")
     args = parser.parse_args(argv)
     url = args.url.rstrip("/")
     try:
         report = run(
-            url, args.payments, args.clients, unsafe=args.unsafe, timeout=args.timeout, seed=args.seed, path=args.path
+            url,
+            args.payments,
+            args.clients,
+            unsafe=args.unsafe,
+            timeout=args.timeout,
+            seed=args.seed,
+            path=args.path,
+            token=args.token,
         )
     except urllib.error.URLError as error:  # before any payment: its catalog did not answer
         if isinstance(error, urllib.error.HTTPError):

@@ -22,7 +22,7 @@ from checkout.extensions import db, once
 from checkout.gateway.relay import deliverer, webhook_url
 from checkout.i18n import current_language
 from checkout.idempotency import RecordView
-from checkout.lab import content, controls, damage, lab_only
+from checkout.lab import content, controls, damage, lab_only, seats
 from checkout.lab.ledger import (
     COUNTER_LABELS,
     COUNTERS,
@@ -54,13 +54,15 @@ ON_THE_PAGE = 20
 
 @bp.get("/api/lab/ledger")
 def ledger_json() -> Response:
-    return jsonify({**ledger(), "counters": counters(), "totals": totals()})
+    """Everyone's rows; a browser that joined a seat, only the seat's (checkout.lab.seats)."""
+    whose = seats.scope()
+    return jsonify({**ledger(customer=whose), "counters": counters(whose), "totals": totals(whose)})
 
 
 @bp.get("/api/lab/damage")
 def damage_json() -> Response:
     """The damage table as JSON (``?purchase_prefix=`` narrows it to one run's purchases: the mass test)."""
-    found = damage.purchases(prefix=request.args.get("purchase_prefix") or None)
+    found = damage.purchases(prefix=request.args.get("purchase_prefix") or None, customer=seats.scope())
     by_path, overall = damage.totals(found)
     return jsonify(
         {
@@ -89,26 +91,31 @@ def _focus_key() -> tuple[str | None, bool]:
 
 
 def _record_of(key: str | None, mine: bool) -> RecordView | None:
-    """The record behind the timeline: this browser's own, or (``?key=``) the newest with that key,
-    whoever's and on whichever endpoint (the lab shows every record anyway)."""
+    """The record behind the timeline: this browser's own, or (``?key=``) the newest with that key, whoever's
+    and on whichever endpoint (the lab shows every record anyway; a seat's lab, only the seat's)."""
     if not key:
         return None
     if mine:
         return once.peek(BROWSER, key, browser_identity())
     records = table_of(IdempotencyRecord)
-    found = db.session.execute(sa.select(records).where(records.c.key == key).order_by(records.c.id.desc())).first()
+    query = sa.select(records).where(records.c.key == key)
+    if (whose := seats.scope()) is not None:
+        query = query.where(records.c.customer == whose)
+    found = db.session.execute(query.order_by(records.c.id.desc())).first()
     return once.store.view(found) if found is not None else None
 
 
 def _live_context() -> dict[str, Any]:
     key, mine = _focus_key()
     record = _record_of(key, mine)
-    found = damage.purchases()
+    whose = seats.scope()  # a seat's browser sees the seat's rows alone
+    found = damage.purchases(customer=whose)
     by_path, overall = damage.totals(found)
     return {
-        "ledger": ledger(ON_THE_PAGE),
+        "seat": seats.seat_of_this_browser(),
+        "ledger": ledger(ON_THE_PAGE, customer=whose),
         "on_the_page": ON_THE_PAGE,
-        "counters": counters(),
+        "counters": counters(whose),
         "counter_meanings": {name: meaning for name, (_event, meaning) in COUNTERS.items()},
         "counter_labels": COUNTER_LABELS,
         "reason_label": reason_label,
@@ -123,12 +130,12 @@ def _live_context() -> dict[str, Any]:
         "dead_holder": controls.dead_holder(record) if record else None,
         "focus_order": orders.by_public_id(record.reference) if record and record.reference else None,
         # The record's own scope (whose key, on which endpoint); a key whose record is gone: all of its events.
-        "timeline": (timeline(key, record.scope.customer, record.scope.endpoint) if record else timeline(key))
+        "timeline": (timeline(key, record.scope.customer, record.scope.endpoint) if record else timeline(key, whose))
         if key
         else [],
-        "refunds": refunds_list(),
+        "refunds": refunds_list(customer=whose),
         "stock": stock_list(),
-        "webhooks": webhook_list(ON_THE_PAGE),
+        "webhooks": webhook_list(ON_THE_PAGE, customer=whose),
         "form": EmptyForm(),
     }
 
@@ -226,9 +233,11 @@ def purge_keys() -> ResponseReturnValue:
     """Exercise 15: ``idempotency purge`` run as if every key's lifetime had passed. Records in progress are kept
     (reconcile finishes them first), as the purge always keeps them."""
     lifetime = once.settings().lifetime_seconds
-    purged = once.store.purge(expired_by=utcnow() + timedelta(seconds=lifetime + 1))
+    whose = seats.scope()  # a seat purges its own keys, never its neighbours'
+    purged = once.store.purge(expired_by=utcnow() + timedelta(seconds=lifetime + 1), customer=whose)
     with writing():
-        db.session.execute(sa.delete(LabUntraced))  # and the lab's list of refusals: no record to keep it by
+        untraced = sa.delete(LabUntraced)  # and the lab's list of refusals: no record to keep it by
+        db.session.execute(untraced if whose is None else untraced.where(LabUntraced.customer == whose))
     flash(
         _(
             "Purged %(count)s completed keys, as if their lifetime had run out: their records, stored answers and "

@@ -99,8 +99,12 @@ def test_every_lab_page_passes_axe_and_fits_the_screen(sized_page: Page, live_se
     page.get_by_test_id("pay-button").click()
     expect(page.get_by_test_id("order-status")).to_have_text("paid")
     add_to_cart(page, url)
+    seats = live_server.app.test_cli_runner().invoke(args=["workshop", "seats", "3"])
+    assert seats.exit_code == 0, seats.output
     lab_pages = (
         ("/lab/unsafe-checkout", "unsafe checkout"),
+        ("/lab/room", "the room"),
+        ("/lab/seat", "no seat"),
         ("/lab", "lab"),
         ("/lab/exercises", "exercises"),
         ("/lab/concepts", "concepts"),
@@ -118,6 +122,9 @@ def test_every_lab_page_passes_axe_and_fits_the_screen(sized_page: Page, live_se
     page.get_by_test_id("send-wrong").click()  # the mistake's form, sent: its answers are shown
     expect(page.get_by_test_id("sent-answer")).to_have_count(1)
     check(page, "a mistake with its answers", problems)
+    page.goto(url + "/" + seats.output.splitlines()[0].split()[1].split("/", 3)[3])  # seat-01's join link
+    expect(page.get_by_test_id("seat-token")).to_be_visible()
+    check(page, "a seat", problems)
     width = SIZES[page.size_name]["width"]  # type: ignore[attr-defined]
     for language in ("uk", "ru"):  # longer words: the same pages must still fit
         for path, where in lab_pages:

@@ -1,0 +1,147 @@
+"""Seats: one shop for a room of students, each a customer of their own with their own lab.
+
+A teacher runs ``flask --app checkout workshop seats 20``; it prints a join link and an API token per seat. A
+student opens the link: their browser becomes the seat's customer. From then on the lab shows only the seat's
+records, orders, charges, audit trail and damage (the mailbox stays the whole shop's), its purge purges only the
+seat's keys, and its API token pays as the seat (curl, the retry client, the mass test). ``/lab/room`` is the
+teacher's view of every seat. A browser that never joined a seat sees the whole shop, as with ``make run``.
+
+A seat's token and join code are HMACs of the app's SECRET_KEY: the command prints the same ones every time, the
+join page can show a student their token again, and the database keeps only the token's hash, as for every customer.
+Design: docs/workshop.md#a-classroom-on-one-server
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from dataclasses import dataclass
+
+import click
+import sqlalchemy as sa
+from flask import Blueprint, Flask, abort, current_app, redirect, render_template, session, url_for
+from flask.cli import AppGroup
+from flask.typing import ResponseReturnValue
+
+from checkout.database import insert_ignoring_conflicts, utcnow, writing
+from checkout.extensions import db
+from checkout.lab import lab_only
+from checkout.shop.identity import SESSION_CUSTOMER, hash_token
+from checkout.shop.models import Customer
+
+bp = lab_only(Blueprint("seats", __name__))
+
+PUBLIC_PREFIX = "cus_seat_"
+MOST = 99  # two digits: seat-01 .. seat-99
+
+
+@dataclass(frozen=True)
+class Seat:
+    number: int
+
+    @property
+    def name(self) -> str:
+        return f"seat-{self.number:02d}"
+
+    @property
+    def public_id(self) -> str:
+        return f"{PUBLIC_PREFIX}{self.number:02d}"
+
+    @property
+    def token(self) -> str:
+        """The seat's API token (``Authorization: Bearer ...``)."""
+        return f"{self.name}-{_derived('token', self.name)[:24]}"
+
+    @property
+    def code(self) -> str:
+        """The secret part of the join link: only the teacher's list has it."""
+        return _derived("join", self.name)[:16]
+
+    def join_path(self) -> str:
+        return url_for("seats.join", number=self.number, code=self.code)
+
+
+def _derived(purpose: str, name: str) -> str:
+    secret = str(current_app.config["SECRET_KEY"]).encode()
+    return hmac.new(secret, f"checkout seat {purpose}:{name}".encode(), hashlib.sha256).hexdigest()
+
+
+def make_seats(count: int) -> list[Seat]:
+    """Seats 1 to ``count``, each a customer with its token (running it again adds only the missing ones)."""
+    seats = [Seat(number) for number in range(1, count + 1)]
+    with writing():
+        for seat in seats:
+            db.session.execute(
+                insert_ignoring_conflicts(Customer, db.session).values(
+                    public_id=seat.public_id, name=seat.name, token_hash=hash_token(seat.token), created_at=utcnow()
+                )
+            )
+    return seats
+
+
+def seats_made() -> list[Seat]:
+    numbers = db.session.scalars(
+        sa.select(Customer.public_id).where(Customer.public_id.startswith(PUBLIC_PREFIX)).order_by(Customer.public_id)
+    ).all()
+    return [Seat(int(public_id.removeprefix(PUBLIC_PREFIX))) for public_id in numbers]
+
+
+def seat_of_this_browser() -> Seat | None:
+    """The seat this browser joined, if it joined one."""
+    customer = session.get(SESSION_CUSTOMER)
+    if isinstance(customer, str) and customer.startswith(PUBLIC_PREFIX):
+        return Seat(int(customer.removeprefix(PUBLIC_PREFIX)))
+    return None
+
+
+def scope() -> str | None:
+    """Whose rows the lab shows this browser: its seat's customer, or everyone's (None) in a browser of no seat."""
+    seat = seat_of_this_browser()
+    return seat.public_id if seat is not None else None
+
+
+@bp.get("/lab/join/<int:number>/<code>")
+def join(number: int, code: str) -> ResponseReturnValue:
+    """The link a student opens: this browser becomes the seat (a new session: no cart of anyone else's)."""
+    seat = Seat(number)
+    known = db.session.scalar(sa.select(Customer.id).where(Customer.public_id == seat.public_id))
+    if known is None or not hmac.compare_digest(code, seat.code):
+        abort(404)
+    session.clear()
+    session[SESSION_CUSTOMER] = seat.public_id
+    return redirect(url_for("seats.mine"), 303)
+
+
+@bp.get("/lab/seat")
+def mine() -> ResponseReturnValue:
+    """This browser's seat: its name and its API token, for curl and the clients."""
+    seat = seat_of_this_browser()
+    if seat is None:
+        return render_template("lab/seat.html", seat=None)
+    return render_template("lab/seat.html", seat=seat)
+
+
+@bp.get("/lab/room")
+def room() -> ResponseReturnValue:
+    """The teacher's view: every seat, with its orders, charges and damage."""
+    from checkout.lab import damage
+
+    by_customer = damage.by_customer()
+    seats = [(seat, by_customer.get(seat.name)) for seat in seats_made()]
+    return render_template("lab/room.html", seats=seats, this_seat=seat_of_this_browser())
+
+
+def register_commands(app: Flask) -> None:
+    workshop = AppGroup("workshop", help="A workshop on one server: seats for the students.")
+
+    @workshop.command("seats")
+    @click.argument("count", type=click.IntRange(1, MOST))
+    def seats_command(count: int) -> None:
+        """Make COUNT seats and print each one's join link and API token (the same ones every time)."""
+        base = str(current_app.config.get("CHECKOUT_SHOP_URL") or "http://127.0.0.1:5000").rstrip("/")
+        for seat in make_seats(count):
+            with current_app.test_request_context():
+                link = base + seat.join_path()
+            click.echo(f"{seat.name}  {link}  token: {seat.token}")
+
+    app.cli.add_command(workshop)
