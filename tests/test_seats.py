@@ -88,6 +88,18 @@ def test_a_browser_that_joined_a_seat_sees_its_token_and_only_its_rows_in_the_la
     assert 'data-testid="seat-banner"' in page and "seat-01" in page
 
 
+def test_a_seats_mailbox_shows_the_mail_of_its_own_orders_alone(app: Flask, runner: FlaskCliRunner) -> None:
+    seats = make_seats(runner, 2)
+    alone, neighbour = app.test_client(), app.test_client()
+    join(alone, seats["seat-01"][0])
+    mine = pay(alone, seats["seat-01"][1], SAME_KEY).get_json()["id"]
+    theirs = pay(neighbour, seats["seat-02"][1], SAME_KEY).get_json()["id"]
+    mailbox = alone.get("/lab/mailbox").get_data(as_text=True)
+    assert mine in mailbox and theirs not in mailbox
+    everyone = app.test_client().get("/lab/mailbox").get_data(as_text=True)
+    assert mine in everyone and theirs in everyone
+
+
 def test_a_seats_purge_purges_its_own_keys_and_leaves_its_neighbours(
     app: Flask, runner: FlaskCliRunner, ledger: Ledger
 ) -> None:

@@ -19,10 +19,11 @@ from flask.typing import ResponseReturnValue
 
 from checkout.database import table_of, utcnow
 from checkout.extensions import db
-from checkout.lab import lab_only
+from checkout.lab import lab_only, seats
 from checkout.mail.outbox import OutboxMessage
 from checkout.mail.relay import message_id
 from checkout.mail.transports import maildir_path
+from checkout.shop.models import Customer, Order, Refund
 
 bp = lab_only(Blueprint("mailbox", __name__))
 
@@ -120,9 +121,20 @@ class OutboxRow:
         return "waiting"
 
 
-def outbox_rows() -> tuple[list[OutboxRow], dict[str, int]]:
-    """The newest outbox messages, and how many are sent, refused for good and waiting."""
+def about_customer(customer: str) -> sa.ColumnElement[bool]:
+    """An outbox message is the customer's: it is about one of the customer's orders, or a refund of one."""
+    orders = sa.select(Order.id).join(Customer).where(Customer.public_id == customer)
+    subject = table_of(OutboxMessage).c.subject
+    return sa.or_(
+        subject.in_(sa.select(Order.public_id).where(Order.id.in_(orders))),
+        subject.in_(sa.select(Refund.public_id).where(Refund.order_id.in_(orders))),
+    )
+
+
+def outbox_rows(customer: str | None = None) -> tuple[list[OutboxRow], dict[str, int]]:
+    """The newest outbox messages (everyone's, or one customer's), and how many are sent, refused and waiting."""
     messages = table_of(OutboxMessage)
+    whose = about_customer(customer) if customer is not None else sa.true()
     rows = db.session.execute(
         sa.select(
             messages.c.id,
@@ -137,6 +149,7 @@ def outbox_rows() -> tuple[list[OutboxRow], dict[str, int]]:
             messages.c.last_error,
             messages.c.refused_at,
         )
+        .where(whose)
         .order_by(messages.c.id.desc())
         .limit(SHOWN)
     ).all()
@@ -145,7 +158,9 @@ def outbox_rows() -> tuple[list[OutboxRow], dict[str, int]]:
             sa.func.count(messages.c.sent_at),
             sa.func.count(messages.c.refused_at).filter(messages.c.sent_at.is_(None)),
             sa.func.count(),
-        ).select_from(messages)
+        )
+        .select_from(messages)
+        .where(whose)
     ).one()
     found = [
         OutboxRow(
@@ -171,7 +186,12 @@ def index() -> ResponseReturnValue:
     smtp_url = str(current_app.config["CHECKOUT_SMTP_URL"] or "")
     maildir = maildir_path(current_app)
     groups = [] if smtp_url else by_message_id(received(maildir))
-    rows, counts = outbox_rows()
+    whose = seats.scope()  # a seat's browser: the mail of the seat's orders alone
+    rows, counts = outbox_rows(whose)
+    if whose is not None:
+        messages = table_of(OutboxMessage)
+        kinds = db.session.execute(sa.select(messages.c.kind, messages.c.subject).where(about_customer(whose))).all()
+        groups = [group for group in groups if group.message_id in {message_id(*row) for row in kinds}]
     return render_template(
         "lab/mailbox.html",
         smtp_url=smtp_url,

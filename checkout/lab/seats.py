@@ -2,9 +2,9 @@
 
 A teacher runs ``flask --app checkout workshop seats 20``; it prints a join link and an API token per seat. A
 student opens the link: their browser becomes the seat's customer. From then on the lab shows only the seat's
-records, orders, charges, audit trail and damage (the mailbox stays the whole shop's), its purge purges only the
-seat's keys, and its API token pays as the seat (curl, the retry client, the mass test). ``/lab/room`` is the
-teacher's view of every seat. A browser that never joined a seat sees the whole shop, as with ``make run``.
+records, orders, charges, audit trail, damage and mail, its purge purges only the seat's keys, and its API token
+pays as the seat (curl, the retry client, the mass test). ``/lab/room`` is the teacher's view of every seat. A
+browser that never joined a seat sees the whole shop, as with ``make run``.
 
 A seat's token and join code are HMACs of the app's SECRET_KEY: the command prints the same ones every time, the
 join page can show a student their token again, and the database keeps only the token's hash, as for every customer.
