@@ -155,6 +155,10 @@ def _new_sqlite_file(database_url: str) -> Path | None:
 def _keep_as_template(seeded: Path, lab: bool) -> None:
     with db.engine.connect() as connection:
         connection.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")  # everything in the main file
+    # Copying opens and closes the file, and closing any descriptor of a file drops every POSIX lock this process
+    # holds on it: a connection left open would lose its locks, and the next process to close the database would
+    # think itself the last and delete the WAL under it (its later writes seen by this process alone).
+    db.engine.dispose()
     folder = Path(tempfile.mkdtemp(prefix="checkout-template-"))
     atexit.register(shutil.rmtree, folder, True)
     shutil.copyfile(seeded, folder / seeded.name)
