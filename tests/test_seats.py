@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,8 +14,8 @@ from flask import Flask
 from flask.testing import FlaskClient, FlaskCliRunner
 
 from checkout.shop.models import Customer
-from tests.conftest import LiveServer
 from tests.helpers import Ledger, order_body
+from tests.servers import gunicorn
 
 SEATS = 20
 SAME_KEY = "one-key-that-every-seat-sends"
@@ -116,31 +117,35 @@ def test_a_seats_purge_purges_its_own_keys_and_leaves_its_neighbours(
 
 
 @pytest.mark.server
-def test_twenty_seats_paying_at_once_with_one_key_each_see_their_own_order_alone(
-    live_server: LiveServer, runner: FlaskCliRunner, ledger: Ledger
+def test_twenty_seats_paying_at_once_on_a_served_shop_each_see_their_own_order_alone(
+    database_url: str, runner: FlaskCliRunner, ledger: Ledger, tmp_path: Path
 ) -> None:
-    """A room: every student runs the articles' request with the same key at the same moment, on one server."""
+    """The classroom of docs/workshop.md: gunicorn with 8 threads a worker, the trusted host set, 20 seats; every
+    student sends the same request with the same key at the same moment."""
     seats = make_seats(runner, SEATS)
     ready = threading.Barrier(SEATS)
     seen: dict[str, tuple[int, dict[str, Any]]] = {}
+    settings = {"GUNICORN_THREADS": "8", "CHECKOUT_TRUSTED_HOSTS": "127.0.0.1"}
+    with gunicorn(database_url, tmp_path / "instance", settings=settings) as [server]:
 
-    def student(name: str, link: str, token: str) -> None:
-        browser = requests.Session()
-        assert browser.get(live_server.url + "/" + link.split("/", 3)[3], timeout=30).ok
-        ready.wait(timeout=30)
-        paid = requests.post(
-            live_server.url + "/api/orders",
-            json=order_body(),
-            headers={"Authorization": f"Bearer {token}", "Idempotency-Key": SAME_KEY},
-            timeout=60,
-        )
-        seen[name] = (paid.status_code, browser.get(live_server.url + "/api/lab/ledger", timeout=30).json())
+        def student(name: str, link: str, token: str) -> None:
+            browser = requests.Session()
+            assert browser.get(server.url + "/" + link.split("/", 3)[3], timeout=30).ok
+            ready.wait(timeout=30)
+            paid = requests.post(
+                server.url + "/api/orders",
+                json=order_body(),
+                headers={"Authorization": f"Bearer {token}", "Idempotency-Key": SAME_KEY},
+                timeout=60,
+            )
+            seen[name] = (paid.status_code, browser.get(server.url + "/api/lab/ledger", timeout=30).json())
 
-    threads = [threading.Thread(target=student, args=(name, *seat)) for name, seat in seats.items()]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
+        threads = [threading.Thread(target=student, args=(name, *seat)) for name, seat in seats.items()]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=120)
+        room = requests.get(server.url + "/lab/room", timeout=30).text
 
     assert len(seen) == SEATS and {status for status, _ledger in seen.values()} == {201}
     for name, (_status, lab) in seen.items():
@@ -149,5 +154,4 @@ def test_twenty_seats_paying_at_once_with_one_key_each_see_their_own_order_alone
         assert {r["customer"] for r in lab["records"]} == {public_id}
         assert len(lab["charges"]) == 1 and lab["totals"]["succeeded_charges"] == 1
     assert len(ledger.orders()) == SEATS and len(ledger.succeeded_charges()) == SEATS
-    room = requests.get(live_server.url + "/lab/room", timeout=30).text
     assert room.count('data-testid="room-seat"') == SEATS
