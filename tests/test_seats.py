@@ -13,6 +13,7 @@ import requests
 from flask import Flask
 from flask.testing import FlaskClient, FlaskCliRunner
 
+from checkout.audit import IdempotencyEvent
 from checkout.shop.models import Customer
 from tests.helpers import Ledger, order_body
 from tests.servers import gunicorn
@@ -62,7 +63,10 @@ def test_a_join_link_with_a_wrong_code_is_404_and_the_browser_stays_who_it_was(
     client: FlaskClient, runner: FlaskCliRunner
 ) -> None:
     link, _token = make_seats(runner, 1)["seat-01"]
-    assert client.get("/" + link.split("/", 3)[3][:-1] + "x").status_code == 404
+    path = "/" + link.split("/", 3)[3]
+    assert client.get(path[:-1] + "x").status_code == 404
+    assert client.get(path[:-1] + "é").status_code == 404
+    assert client.get(path.replace("/join/1/", "/join/2/")).status_code == 404  # no seat 2 was made
     assert client.get("/lab/seat").get_data(as_text=True).count('data-testid="no-seat"') == 1
 
 
@@ -87,6 +91,10 @@ def test_a_browser_that_joined_a_seat_sees_its_token_and_only_its_rows_in_the_la
     assert everyone["totals"]["orders"] == 2 and len(everyone["charges"]) == 2
     page = alone.get("/lab").get_data(as_text=True)
     assert 'data-testid="seat-banner"' in page and "seat-01" in page
+    requests_under_the_key = alone.get(f"/api/lab/requests?key={SAME_KEY}").get_json()
+    assert [r["customer"] for r in requests_under_the_key] == ["cus_seat_01"]
+    looked_up = alone.get(f"/lab?key={SAME_KEY}").get_data(as_text=True)
+    assert mine["orders"][0]["id"] in looked_up and everyone["orders"][0]["id"] not in looked_up
 
 
 def test_a_seats_mailbox_shows_the_mail_of_its_own_orders_alone(app: Flask, runner: FlaskCliRunner) -> None:
@@ -114,6 +122,7 @@ def test_a_seats_purge_purges_its_own_keys_and_leaves_its_neighbours(
     assert csrf is not None
     assert alone.post("/lab/purge-keys", data={"csrf_token": csrf[1]}).status_code == 303
     assert [r.customer for r in ledger.records()] == ["cus_seat_02"]
+    assert {e.customer for e in ledger.rows(IdempotencyEvent)} == {"cus_seat_02"}  # the purged keys' trail went
 
 
 @pytest.mark.server

@@ -19,7 +19,7 @@ from checkout.database import writing
 from checkout.errors import Problem
 from checkout.extensions import db
 from checkout.idempotency import Event, InvalidKey, parse_key
-from checkout.lab import lab_only
+from checkout.lab import lab_only, seats
 from checkout.lab.ledger import iso
 from checkout.lab.tables import LabUntraced
 from checkout.shop.identity import SESSION_CUSTOMER, api_customer
@@ -40,8 +40,11 @@ ANSWERED_UNFINISHED = ("gateway_unavailable", "answer_lost", Event.RELEASED)
 
 def requests_under(key: str) -> list[dict[str, Any]]:
     """The requests received under ``key``, oldest first, each with the status it was answered."""
+    whose = seats.scope()  # a seat's browser: the seat's requests under that key alone
     events = db.session.scalars(
-        sa.select(IdempotencyEvent).where(IdempotencyEvent.key == key).order_by(IdempotencyEvent.id)
+        sa.select(IdempotencyEvent)
+        .where(IdempotencyEvent.key == key, IdempotencyEvent.customer == whose if whose else sa.true())
+        .order_by(IdempotencyEvent.id)
     ).all()
     found: dict[str, dict[str, Any]] = {}
     for event in events:
@@ -77,7 +80,7 @@ def requests_under(key: str) -> list[dict[str, Any]]:
             answered["status"] = 500 if event.detail.get("reason") == "error" else 503
     untraced = db.session.scalars(
         sa.select(LabUntraced)
-        .where(LabUntraced.key == key)
+        .where(LabUntraced.key == key, LabUntraced.customer == whose if whose else sa.true())
         .order_by(LabUntraced.received_at, LabUntraced.id)
         .limit(LIMIT)
     ).all()

@@ -75,13 +75,17 @@ def make_seats(count: int) -> list[Seat]:
                 insert_ignoring_conflicts(Customer, db.session).values(
                     public_id=seat.public_id, name=seat.name, token_hash=hash_token(seat.token), created_at=utcnow()
                 )
-            )
+            )  # and the token printed now is the one that works, should SECRET_KEY have changed since
+            mine = Customer.public_id == seat.public_id
+            db.session.execute(sa.update(Customer).where(mine).values(token_hash=hash_token(seat.token)))
     return seats
 
 
 def seats_made() -> list[Seat]:
     numbers = db.session.scalars(
-        sa.select(Customer.public_id).where(Customer.public_id.startswith(PUBLIC_PREFIX)).order_by(Customer.public_id)
+        sa.select(Customer.public_id)
+        .where(Customer.public_id.startswith(PUBLIC_PREFIX, autoescape=True))
+        .order_by(Customer.public_id)
     ).all()
     return [Seat(int(public_id.removeprefix(PUBLIC_PREFIX))) for public_id in numbers]
 
@@ -105,7 +109,7 @@ def join(number: int, code: str) -> ResponseReturnValue:
     """The link a student opens: this browser becomes the seat (a new session: no cart of anyone else's)."""
     seat = Seat(number)
     known = db.session.scalar(sa.select(Customer.id).where(Customer.public_id == seat.public_id))
-    if known is None or not hmac.compare_digest(code, seat.code):
+    if known is None or not hmac.compare_digest(code.encode(), seat.code.encode()):
         abort(404)
     session.clear()
     session[SESSION_CUSTOMER] = seat.public_id
@@ -137,7 +141,7 @@ def register_commands(app: Flask) -> None:
     @workshop.command("seats")
     @click.argument("count", type=click.IntRange(1, MOST))
     def seats_command(count: int) -> None:
-        """Make COUNT seats and print each one's join link and API token (the same ones every time)."""
+        """Make COUNT seats and print each one's join link and API token (the same ones while SECRET_KEY is)."""
         base = str(current_app.config.get("CHECKOUT_SHOP_URL") or "http://127.0.0.1:5000").rstrip("/")
         for seat in make_seats(count):
             with current_app.test_request_context():

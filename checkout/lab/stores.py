@@ -13,7 +13,7 @@ from flask.typing import ResponseReturnValue
 from checkout.errors import problem
 from checkout.extensions import csrf, db
 from checkout.i18n import _, ngettext
-from checkout.lab import damage, lab_only
+from checkout.lab import damage, lab_only, seats
 from checkout.lab.redis_store import (
     PIPELINE,
     REDIS_ENDPOINT,
@@ -81,6 +81,7 @@ def page() -> ResponseReturnValue:
             problem_text = str(error)
     return render_template(
         "lab/redis_store.html",
+        seat=seats.seat_of_this_browser(),
         status=now,
         problem=problem_text,
         records=records,
@@ -96,6 +97,9 @@ def forget() -> ResponseReturnValue:
     form = EmptyForm()
     if not form.validate():
         flash(_("The form expired: press the button again."), "error")
+        return redirect(url_for("redis_store.page"), 303)
+    if seats.seat_of_this_browser() is not None:  # every seat's keys: the teacher's button, not a student's
+        flash(_("In a workshop's seat this button is the teacher's: it makes Redis forget every seat's keys."), "error")
         return redirect(url_for("redis_store.page"), 303)
     try:
         removed = store().forget_all()
