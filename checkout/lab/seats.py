@@ -25,7 +25,7 @@ from flask.typing import ResponseReturnValue
 
 from checkout.database import insert_ignoring_conflicts, utcnow, writing
 from checkout.extensions import db
-from checkout.lab import lab_only
+from checkout.lab import damage, lab_only
 from checkout.shop.identity import SESSION_CUSTOMER, hash_token
 from checkout.shop.models import Customer
 
@@ -119,17 +119,12 @@ def join(number: int, code: str) -> ResponseReturnValue:
 @bp.get("/lab/seat")
 def mine() -> ResponseReturnValue:
     """This browser's seat: its name and its API token, for curl and the clients."""
-    seat = seat_of_this_browser()
-    if seat is None:
-        return render_template("lab/seat.html", seat=None)
-    return render_template("lab/seat.html", seat=seat)
+    return render_template("lab/seat.html", seat=seat_of_this_browser())
 
 
 @bp.get("/lab/room")
 def room() -> ResponseReturnValue:
-    """The teacher's view: every seat, with its orders, charges and damage."""
-    from checkout.lab import damage
-
+    """The teacher's view: every seat, with its purchases, what it was charged and its damage."""
     by_customer = damage.by_customer()
     seats = [(seat, by_customer.get(seat.name)) for seat in seats_made()]
     return render_template("lab/room.html", seats=seats, this_seat=seat_of_this_browser())
