@@ -32,9 +32,13 @@ def make_seats(runner: FlaskCliRunner, count: int) -> dict[str, tuple[str, str]]
     return found
 
 
+def path_of(link: str) -> str:
+    """The path of a printed join link (the command prints it on CHECKOUT_SHOP_URL; the tests' shops are elsewhere)."""
+    return "/" + link.split("/", 3)[3]
+
+
 def join(client: FlaskClient, link: str) -> None:
-    path = "/" + link.split("/", 3)[3]
-    assert client.get(path).status_code == 303
+    assert client.get(path_of(link)).status_code == 303
 
 
 def pay(client: FlaskClient, token: str, key: str) -> Any:
@@ -63,7 +67,7 @@ def test_a_join_link_with_a_wrong_code_is_404_and_the_browser_stays_who_it_was(
     client: FlaskClient, runner: FlaskCliRunner
 ) -> None:
     link, _token = make_seats(runner, 1)["seat-01"]
-    path = "/" + link.split("/", 3)[3]
+    path = path_of(link)
     assert client.get(path[:-1] + "x").status_code == 404
     assert client.get(path[:-1] + "é").status_code == 404
     assert client.get(path.replace("/join/1/", "/join/2/")).status_code == 404  # no seat 2 was made
@@ -139,7 +143,7 @@ def test_twenty_seats_paying_at_once_on_a_served_shop_each_see_their_own_order_a
 
         def student(name: str, link: str, token: str) -> None:
             browser = requests.Session()
-            assert browser.get(server.url + "/" + link.split("/", 3)[3], timeout=30).ok
+            assert browser.get(server.url + path_of(link), timeout=30).ok
             ready.wait(timeout=30)
             paid = requests.post(
                 server.url + "/api/orders",
@@ -164,3 +168,4 @@ def test_twenty_seats_paying_at_once_on_a_served_shop_each_see_their_own_order_a
         assert len(lab["charges"]) == 1 and lab["totals"]["succeeded_charges"] == 1
     assert len(ledger.orders()) == SEATS and len(ledger.succeeded_charges()) == SEATS
     assert room.count('data-testid="room-seat"') == SEATS
+    assert room.count('<td data-testid="room-purchases">1</td>') == SEATS  # one purchase each, counted per seat

@@ -15,7 +15,7 @@ import sqlalchemy as sa
 
 from checkout.extensions import db
 from checkout.gateway import SUCCEEDED, GatewayCharge
-from checkout.lab.tables import LabOrder, path_of_order
+from checkout.lab.tables import LabOrder, charged_for, path_of_order
 from checkout.shop.models import DECLINED, FAILED, Customer, Order
 
 # The checkout paths that keep every defence (the shop's own, and the lab's safe variants of it: records
@@ -127,9 +127,7 @@ def purchases(*, prefix: str | None = None, customer: str | None = None) -> list
         .join(Customer, Customer.id == Order.customer_id)
         .outerjoin(LabOrder, LabOrder.order_id == Order.id)
         # A charge's reference is its order's id (or, for a twin that charges per attempt, the id and "/<attempt>").
-        .outerjoin(
-            charged, sa.or_(charged.c.reference == Order.public_id, charged.c.reference.like(Order.public_id + "/%"))
-        )
+        .outerjoin(charged, charged_for(charged.c.reference, Order.public_id))
         .group_by(ref, path_of_order(), Customer.name, Customer.public_id)
     )
     if prefix:

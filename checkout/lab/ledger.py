@@ -13,7 +13,7 @@ from checkout.gateway import GatewayCharge, GatewayEvent
 from checkout.i18n import N_, _
 from checkout.lab import damage
 from checkout.lab.servers import servers_of
-from checkout.lab.tables import SAFE, LabOrder, LabRefund, LabStock, path_of_order
+from checkout.lab.tables import SAFE, LabOrder, LabRefund, LabStock, charged_for, path_of_order
 from checkout.shop.models import HOLDS_STOCK, Customer, Order, OrderItem, Payment, Product, Refund, WebhookReceipt
 
 LIMIT = 200
@@ -27,9 +27,7 @@ def belongs_to(customer: str, reference: sa.orm.InstrumentedAttribute[str]) -> s
     """A charge's reference is the customer's: one of its orders (a twin that charges per attempt adds "/<attempt>"),
     or one of its API payments (a seat's lab shows only its own charges)."""
     owner = sa.select(Customer.id).where(Customer.public_id == customer).scalar_subquery()
-    order = sa.exists().where(
-        Order.customer_id == owner, sa.or_(reference == Order.public_id, reference.like(Order.public_id + "/%"))
-    )
+    order = sa.exists().where(Order.customer_id == owner, charged_for(reference, Order.public_id))
     return sa.or_(order, sa.exists().where(Payment.customer_id == owner, reference == Payment.public_id))
 
 

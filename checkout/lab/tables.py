@@ -67,6 +67,11 @@ def path_of_order() -> Any:
     return sa.func.coalesce(LabOrder.path, sa.literal_column(f"'{SAFE}'"))
 
 
+def charged_for(reference: Any, order_public_id: Any) -> Any:
+    """A charge's reference names the order: its id, or, for a twin that charges per attempt, "<id>/<attempt>"."""
+    return sa.or_(reference == order_public_id, reference.like(order_public_id + "/%"))
+
+
 # Built once, the values bound at each execution: every payment runs one (SQLAlchemy would rebuild
 # and hash the cache key of a statement made with .values(...) each time).
 _INSERT_ORDER = sa.insert(table_of(LabOrder))
