@@ -108,22 +108,19 @@ def client_key() -> str:
 
 
 def _token_holder() -> ApiCustomer | None:
-    """The token's customer (one indexed read, kept for the view on flask.g), with the read over after it.
+    """The token's customer: one indexed read, kept for the view on flask.g.
 
-    The view may call the gateway, which needs no transaction open (checkout.database), and
-    Flask-Limiter takes an exception here for its storage failing: a database that does not answer
-    counts the request by its address, and the view meets the database's error itself.
+    Its transaction goes on as the request's own: the view's first look at a key reads on in it (on SQLite, it ends
+    there and the look begins as a unit of work), and nothing calls the gateway before a unit of work has ended it.
+    Flask-Limiter takes an exception here for its storage failing: a database that does not answer counts the
+    request by its address, and the view meets the database's error itself.
     """
-    session = db.session()
-    already_open = session.in_transaction()
     try:
         return api_customer()
     except sa.exc.SQLAlchemyError as error:
+        db.session.rollback()  # PostgreSQL refuses every statement after an error until then
         log.warning("rate limit: the token's customer could not be read (%s); counting by address", error)
         return None
-    finally:
-        if not already_open:
-            session.rollback()
 
 
 def counts_against_nobody() -> bool:
