@@ -65,3 +65,32 @@ def test_a_request_looks_its_token_up_once_for_the_limit_and_the_view(
     finally:
         event.remove(engine, "before_cursor_execute", record)
     assert len(lookups) == 1
+
+
+@pytest.mark.parametrize("app_overrides", LIMITED)
+def test_a_replay_reads_its_token_and_its_record_in_one_transaction(
+    app: Flask, client: FlaskClient, app_overrides: dict[str, Any]
+) -> None:
+    """The limit's read of the token is the request's own transaction: no ROLLBACK and BEGIN again before the view."""
+    key = str(uuid.uuid4())
+    assert post_order(client, key, order_body()).status_code == 201
+    transactions: list[list[str]] = []
+
+    def began(_conn: Any) -> None:
+        transactions.append([])
+
+    def record(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        if transactions:
+            transactions[-1].append(statement)
+
+    with app.app_context():
+        engine = db.engine
+    event.listen(engine, "begin", began)
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        assert post_order(client, key, order_body()).headers["Idempotent-Replayed"] == "true"
+    finally:
+        event.remove(engine, "begin", began)
+        event.remove(engine, "before_cursor_execute", record)
+    reads = [statements for statements in transactions if any("token_hash" in s for s in statements)]
+    assert len(reads) == 1 and any("FROM idempotency_records" in s for s in reads[0]), transactions
