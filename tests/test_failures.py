@@ -30,6 +30,7 @@ from checkout.idempotency.engine import Asked, begin, run, take_over
 from tests.helpers import (
     ALICE,
     ANSWER_LOST_CARD,
+    GOOD_CARD,
     UNAVAILABLE_CARD,
     Ledger,
     add_to_cart,
@@ -178,6 +179,28 @@ def test_reconcile_ends_an_abandoned_unpaid_payment_and_the_client_sees_it(
     late = post_order(client, key, order_body(card=UNAVAILABLE_CARD))
     assert late.status_code == 402
     assert late.get_json()["type"] == "payment-abandoned"
+
+
+def test_a_tab_left_on_an_abandoned_payment_paid_with_another_card_is_offered_the_cart_again(
+    app: Flask, client: FlaskClient, runner: FlaskCliRunner, ledger: Ledger
+) -> None:
+    """Exercise 5's tab: its worker gone, reconcile ended its payment; the old form, paid with another card, is
+    told that payment never completed (not 422, another form under a used key), and a new key pays once."""
+    add_to_cart(client)
+    fields = {**checkout_fields(client), "email": "shopper@example.com"}
+    assert client.post("/checkout", data={**fields, "card_number": UNAVAILABLE_CARD}).status_code == 503
+    age_every_record(app)
+    assert "failed" in runner.invoke(args=["idempotency", "reconcile"]).output
+
+    stale = client.post("/checkout", data={**fields, "card_number": GOOD_CARD})
+    assert stale.status_code == 402
+    assert "never completed, and nothing was charged" in stale.get_data(as_text=True)
+    assert [o.status for o in ledger.orders()] == ["failed"] and ledger.succeeded_charges() == []
+    fresh = checkout_fields(client)
+    assert fresh["idempotency_key"] != fields["idempotency_key"]
+    paid = client.post("/checkout", data={**fresh, "email": "shopper@example.com", "card_number": GOOD_CARD})
+    assert paid.status_code == 303
+    assert sorted(o.status for o in ledger.orders()) == ["failed", "paid"] and len(ledger.succeeded_charges()) == 1
 
 
 def test_reconcile_restarts_an_operation_that_created_nothing(

@@ -245,14 +245,7 @@ def _answer(outcome: Outcome, form: CheckoutForm, key: str) -> ResponseReturnVal
         case InProgress():
             return _processing(key)
         case Mismatch():
-            return render_template(
-                "errors/error.html",
-                title=_("This payment was already started with other details"),
-                message=_(
-                    "The same payment form was submitted before with a different email or card. "
-                    "Nothing new was charged. Reload the checkout page to pay for your cart."
-                ),
-            ), 422
+            return _mismatched(form, key)
         case Unfinished(reference=reference, reason=reason, retry_after=retry_after):
             page = Page(_lines_of_order(reference), key, _int(form.cart_version.data) or 0)
             message = _(
@@ -295,6 +288,25 @@ def _told(told: BrowserOutcome, form: CheckoutForm, pressed_again: bool) -> Resp
     else:
         message = _("Your card was declined. Nothing was charged; try another card.")
     return _rerender(form, 402, message)
+
+
+def _mismatched(form: CheckoutForm, key: str) -> ResponseReturnValue:
+    """Another form under a key already used: the fingerprint refuses it. But a key whose payment was abandoned
+    (its worker killed, ended by reconcile) is answered as its own form would be: a tab left open on it, paid
+    with another card, is told that payment never completed and is offered the cart again under a new key."""
+    view = once.peek(BROWSER, key, browser_identity())
+    if view is not None and view.completed and view.response is not None:
+        told = BrowserOutcome.from_stored(view.response)
+        if told.outcome == "abandoned":
+            return _told(told, form, pressed_again=False)
+    return render_template(
+        "errors/error.html",
+        title=_("This payment was already started with other details"),
+        message=_(
+            "The same payment form was submitted before with a different email or card. "
+            "Nothing new was charged. Reload the checkout page to pay for your cart."
+        ),
+    ), 422
 
 
 def _names_of(skus: list[str]) -> list[str]:
