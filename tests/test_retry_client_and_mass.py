@@ -134,6 +134,17 @@ def test_the_mass_test_shows_the_money_charged_twice_on_the_unsafe_path(live_ser
     assert int(report["difference_cents"]) > 0  # type: ignore[call-overload]
 
 
+def test_the_mass_test_paced_starts_no_more_payments_a_second_than_asked(
+    live_server: LiveServer, ledger: Ledger
+) -> None:
+    """Exercise 12's run lasts a minute at --per-second 5. Here 5 clients could start 5 payments at once; at 4 a
+    second, the last order is made a second after the first (each order is made as its payment starts)."""
+    report = mass.run(live_server.url, payments=5, clients=5, unsafe=False, timeout=5.0, seed=3, per_second=4)
+    assert report["difference_cents"] == 0
+    made = sorted(order.created_at for order in ledger.orders())
+    assert len(made) == 5 and (made[-1] - made[0]).total_seconds() >= 0.95
+
+
 def test_the_mass_test_against_a_stopped_shop_says_so_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     assert mass.main(["--url", url, "--payments", "3"]) == 2

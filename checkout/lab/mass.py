@@ -20,6 +20,7 @@ import json
 import os
 import random
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -84,7 +85,10 @@ def run(
     seed: int,
     token: str = "demo-alice-token",
     path: str = "/api/orders",
+    per_second: float = 0,
 ) -> Report:
+    """``per_second``: start at most this many payments a second (0: as fast as the clients go). A workshop's run
+    of 300 at 5 a second lasts a minute: time for a person to press a button while it runs."""
     products = _get_json(f"{base_url}/api/products")
     assert isinstance(products, list) and products
     rng = random.Random(seed)
@@ -102,8 +106,10 @@ def run(
         }
         plans.append((body, product["price_cents"] * quantity if pays else 0, rng.random()))
 
-    def one(plan: tuple[dict[str, Any], int, float]) -> Outcome:
-        body, expected, jitter_seed = plan
+    def one(number: int) -> Outcome:
+        body, expected, jitter_seed = plans[number]
+        if per_second > 0:
+            threading.Event().wait(max(0.0, started + number / per_second - time.monotonic()))
         result = place_order(
             base_url,
             token,
@@ -119,7 +125,7 @@ def run(
 
     started = time.monotonic()
     with ThreadPoolExecutor(max_workers=clients) as pool:
-        outcomes = list(pool.map(one, plans))
+        outcomes = list(pool.map(one, range(payments)))
     elapsed = time.monotonic() - started
     expected = sum(o.expected_cents for o in outcomes)
     counted = damage(base_url, prefix)
@@ -160,6 +166,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--path", default="/api/orders", help="where to POST: /api/orders, or a lab variant such as the Redis store's"
     )
+    parser.add_argument(
+        "--per-second", type=float, default=0, help="start at most this many payments a second (default: no limit)"
+    )
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--token", default="demo-alice-token", help="whose payments (a workshop seat's own token)")
     args = parser.parse_args(argv)
@@ -174,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
             seed=args.seed,
             path=args.path,
             token=args.token,
+            per_second=args.per_second,
         )
     except urllib.error.URLError as error:  # before any payment: its catalog did not answer
         if isinstance(error, urllib.error.HTTPError):
