@@ -48,8 +48,9 @@ MARKDOWN.add_render_rule("link_open", _link_open)
 
 
 def lab_href(href: str) -> str:
-    """Where a link in a content file leads in the app: a content file becomes its lab page, an app path
-    (``/lab``) stays one (under the app's root); anything else is an error, caught by the content test."""
+    """Where a link in a content file leads in the app: a content file becomes its lab page, a page of the shop
+    as ``make run`` serves it (``http://127.0.0.1:5000/lab``, which works from the file too) becomes the app's own
+    path (under its root, on whatever address serves it); anything else is an error, caught by the content test."""
     linked = CONTENT_LINK.fullmatch(href)
     if linked:
         kind, stem = linked.groups()
@@ -57,9 +58,15 @@ def lab_href(href: str) -> str:
         if kind == "mistakes":
             return url_for("mistakes.show", name=slug)
         return url_for(f"lab.{kind}", _anchor=slug)
-    if href.startswith("/") and not href.startswith("//"):
-        return (request.script_root if has_request_context() else "") + href
-    raise ContentError(f"{href}: a content file links only to ../<kind>/<file>.md or to an app path such as /lab")
+    here = request.host_url.rstrip("/") if has_request_context() else WRITTEN_FOR  # for_this_shop put it there
+    for origin in (WRITTEN_FOR, here):
+        path = href.removeprefix(origin)
+        if path != href and path.startswith("/") and not path.startswith("//"):
+            return (request.script_root if has_request_context() else "") + path
+    raise ContentError(
+        f"{href}: a content file links only to ../<kind>/<file>.md or to a page of the shop as make run serves it, "
+        f"such as {WRITTEN_FOR}/lab"
+    )
 
 
 # The address the content files are written for (make run's), and the commands that take a shop's address.
