@@ -106,7 +106,7 @@ def shoot_ukrainian(base: str, docs: Path, browser: object) -> None:
     page.get_by_test_id("pay-button").click()
     expect(page.get_by_test_id("order-status")).to_have_attribute("data-status", "paid")
     page.goto(f"{base}/lab")
-    # The top of the lab: the controls, the latest payment with its timeline, what each layer caught.
+    # The top of the lab: the latest payment with its timeline, then the controls.
     page.screenshot(path=str(docs / "lab-uk.png"), full_page=True, clip={"x": 0, "y": 0, "width": 1200, "height": 1250})
     context.close()
 

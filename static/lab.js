@@ -1,11 +1,12 @@
-// The lab updates itself in place: every few seconds it fetches its live part
-// (/lab/live) and swaps it in, so the page never reloads and the scroll position
-// stays. "Pause updates" stops that (remembered for this browser), for a teacher
+// The lab updates itself in place: every few seconds it fetches its live parts
+// (/lab/live: the latest payment above the controls, the tables below them) and
+// swaps each in, so the page never reloads and the scroll position stays. "Pause updates" stops that (remembered for this browser), for a teacher
 // who wants to point at something. Copy buttons copy the full value of a shortened id.
 // The words come from the page (data-* attributes), in the page's language.
 (function () {
   "use strict";
   var live = document.getElementById("lab-live");
+  var parts = document.querySelectorAll("[data-live-part]");
   var toggle = document.getElementById("live-toggle");
   var state = document.getElementById("live-state");
   var SECONDS = 3;
@@ -26,7 +27,14 @@
     if (paused || !live || document.hidden) { return; }
     fetch(live.getAttribute("data-live-url"), { headers: { "Accept": "text/html" }, credentials: "same-origin" })
       .then(function (response) { return response.ok ? response.text() : null; })
-      .then(function (html) { if (html !== null && !paused) { live.innerHTML = html; } })
+      .then(function (html) {
+        if (html === null || paused) { return; }
+        var fresh = new DOMParser().parseFromString(html, "text/html");
+        Array.prototype.forEach.call(parts, function (part) {
+          var found = fresh.querySelector('[data-live-part="' + part.getAttribute("data-live-part") + '"]');
+          if (found) { part.innerHTML = found.innerHTML; }
+        });
+      })
       .catch(function () { /* the shop may be restarting: try again next time */ });
   }
 

@@ -31,6 +31,7 @@ from tests.helpers import (
     post_order,
     race,
 )
+from tests.payments import payment_body, post_payment
 
 
 def test_the_ledger_lists_records_orders_charges_and_events_newest_first(client: FlaskClient) -> None:
@@ -338,3 +339,19 @@ def test_the_timeline_writes_its_gaps_in_the_pages_language(client: FlaskClient)
     assert re.search(r'class="gap"[^>]*>\+\d+(,\d+)? с<', russian) and not re.search(
         r'class="gap"[^>]*>[^<]* s<', russian
     )
+
+
+def test_the_articles_payments_have_a_table_of_their_own_and_their_charges_name_them(client: FlaskClient) -> None:
+    """POST /api/payments in the lab: its own rows, and a charge filed under the payment, not as an order."""
+    paid = post_payment(client, "lab-payment-key-0001", payment_body(orderId="order-123"))
+    assert paid.status_code == 201
+    payment_id = paid.get_json()["id"]
+    ledger = client.get("/api/lab/ledger").get_json()
+    [payment] = ledger["payments"]
+    assert (payment["id"], payment["order_id"], payment["status"]) == (payment_id, "order-123", "succeeded")
+    [charge] = ledger["charges"]
+    assert (charge["payment_id"], charge["order_id"], charge["id"]) == (payment_id, None, payment["charge_id"])
+    assert ledger["orders"] == []
+    page = client.get("/lab/live").get_data(as_text=True)
+    table = page[page.index('data-testid="lab-payments"') :]
+    assert f'data-copy="{payment_id}"' in table[: table.index("</table>")]

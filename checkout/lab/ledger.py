@@ -1,4 +1,4 @@
-"""What the lab shows: records, orders, charges and the audit trail, newest first."""
+"""What the lab shows: records, orders, the articles' payments, charges and the audit trail, newest first."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from checkout.lab import damage
 from checkout.lab.servers import servers_of
 from checkout.lab.tables import SAFE, LabOrder, LabRefund, LabStock, charged_for, path_of_order
 from checkout.shop.models import HOLDS_STOCK, Customer, Order, OrderItem, Payment, Product, Refund, WebhookReceipt
+from checkout.shop.payments import PAYMENT_PREFIX
 
 LIMIT = 200
 
@@ -35,11 +36,13 @@ def ledger(limit: int = LIMIT, customer: str | None = None) -> dict[str, list[di
     """The latest rows of each table: everyone's, or one customer's (a seat's, in a workshop)."""
     records_query = sa.select(IdempotencyRecord)
     orders_query = sa.select(Order, Customer.public_id, path_of_order(), LabOrder.purchase_ref).join(Customer)
+    payments_query = sa.select(Payment, Customer.public_id).join(Customer)
     charges_query = sa.select(GatewayCharge)
     events_query = sa.select(IdempotencyEvent)
     if customer is not None:
         records_query = records_query.where(IdempotencyRecord.customer == customer)
         orders_query = orders_query.where(Customer.public_id == customer)
+        payments_query = payments_query.where(Customer.public_id == customer)
         charges_query = charges_query.where(belongs_to(customer, GatewayCharge.reference))
         events_query = events_query.where(IdempotencyEvent.customer == customer)
     records = db.session.scalars(
@@ -50,6 +53,8 @@ def ledger(limit: int = LIMIT, customer: str | None = None) -> dict[str, list[di
         .order_by(Order.created_at.desc(), Order.id.desc())
         .limit(limit)
     ).all()
+    newest_payments = payments_query.order_by(Payment.created_at.desc(), Payment.id.desc())
+    payments = db.session.execute(newest_payments.limit(limit)).all()
     charges = db.session.scalars(
         charges_query.order_by(GatewayCharge.created_at.desc(), GatewayCharge.id.desc()).limit(limit)
     ).all()
@@ -87,11 +92,28 @@ def ledger(limit: int = LIMIT, customer: str | None = None) -> dict[str, list[di
             }
             for o, customer, path, purchase in orders
         ],
+        # POST /api/payments, the articles' own request: ``order_id`` is the client's reference, as the API says it.
+        "payments": [
+            {
+                "id": p.public_id,
+                "customer": customer,
+                "idempotency_key": p.idempotency_key,
+                "order_id": p.order_ref,
+                "amount": p.amount,
+                "currency": p.currency,
+                "status": p.status,
+                "charge_id": p.charge_id,
+                "created_at": iso(p.created_at),
+            }
+            for p, customer in payments
+        ],
+        # A charge is for an order of the shop (``order_id``) or for one of those payments (``payment_id``).
         "charges": [
             {
                 "id": c.id,
                 "gateway_key": c.gateway_key,
-                "order_id": c.reference,
+                "order_id": None if _is_payment(c.reference) else c.reference,
+                "payment_id": c.reference if _is_payment(c.reference) else None,
                 "amount_cents": c.amount_cents,
                 "currency": c.currency,
                 "status": c.status,
@@ -113,6 +135,10 @@ def ledger(limit: int = LIMIT, customer: str | None = None) -> dict[str, list[di
             for e in events
         ],
     }
+
+
+def _is_payment(reference: str) -> bool:
+    return reference.startswith(PAYMENT_PREFIX + "_")
 
 
 # What each counter means, for a workshop reading the lab on a projector.

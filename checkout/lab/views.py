@@ -147,7 +147,7 @@ def index() -> ResponseReturnValue:
 
 @bp.get("/lab/live")
 def live() -> ResponseReturnValue:
-    return render_template("lab/live.html", **_live_context())
+    return render_template("lab/live_parts.html", **_live_context())
 
 
 @bp.get("/lab/exercises")

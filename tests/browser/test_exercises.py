@@ -74,6 +74,7 @@ def test_exercise_1_double_click_pay(page: Page, live_server: LiveServer, ledger
     # Step 4: the lab. Two payments in, one order and one charge out; the server's layer caught it.
     assert len(ledger.orders()) == 2 and len(ledger.succeeded_charges()) == 2  # one per purchase
     page.goto(f"{live_server.url}/lab")
+    expect(page.locator("#focus-heading")).to_be_in_viewport(ratio=1)  # the latest payment leads the page
     steps = page.get_by_test_id("timeline").locator(".status").all_inner_texts()
     assert "conflict" in steps or "replayed" in steps, steps
     assert steps.count("received") == 2, steps
@@ -171,6 +172,7 @@ def test_exercise_5_a_worker_dies_mid_payment(
         # Step 3: the lab shows the worker and the command; kill it (after the gateway charged).
         holder = ledger.worker_of("gateway_called")
         expect(lab.get_by_test_id("kill-command")).to_have_text(f"kill -9 {holder}")
+        expect(lab.get_by_test_id("kill-worker")).to_be_in_viewport(ratio=1)  # on the first screen, no scrolling
         wait_for(ledger.charges)
         lab.get_by_test_id("kill-worker").click()
         expect(lab.get_by_role("status").first).to_contain_text(f"Killed worker {holder}")
