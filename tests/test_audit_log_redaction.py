@@ -26,8 +26,7 @@ HEX_KEYS = [
 
 
 def audit_lines(caplog: pytest.LogCaptureFixture) -> list[dict[str, Any]]:
-    records = [r.getMessage() for r in caplog.records if r.name == "checkout_audit"]
-    return [json.loads(line) for record in records for line in record.splitlines()]  # a record per unit of work
+    return [json.loads(r.getMessage()) for r in caplog.records if r.name == "checkout_audit"]
 
 
 @pytest.mark.parametrize("key", HEX_KEYS)
