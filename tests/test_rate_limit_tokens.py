@@ -94,3 +94,51 @@ def test_a_replay_reads_its_token_and_its_record_in_one_transaction(
         event.remove(engine, "before_cursor_execute", record)
     reads = [statements for statements in transactions if any("token_hash" in s for s in statements)]
     assert len(reads) == 1 and any("FROM idempotency_records" in s for s in reads[0]), transactions
+
+
+def transaction_at_each_count(app: Flask, monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Whether a database transaction is open each time the limit counts a request (in memory, or in Redis)."""
+    seen: list[bool] = []
+    limiter = app.extensions["checkout.limiter"]
+    for strategy in {limiter._limiter, limiter._fallback_limiter} - {None}:
+        real_hit = strategy.hit
+
+        def hit(*args: Any, real_hit: Any = real_hit, **kwargs: Any) -> Any:
+            seen.append(db.session().in_transaction())
+            return real_hit(*args, **kwargs)
+
+        monkeypatch.setattr(strategy, "hit", hit)
+    return seen
+
+
+@pytest.mark.parametrize(
+    "app_overrides", [{"CHECKOUT_RATE_LIMIT": "100 per minute", "CHECKOUT_REDIS_URL": "redis://127.0.0.1:1/3"}]
+)
+def test_a_limit_counted_in_redis_never_waits_with_the_tokens_transaction_open(
+    app: Flask, client: FlaskClient, app_overrides: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Redis may hang: its count comes after the token's read has ended (a payment then begins its own)."""
+    seen = transaction_at_each_count(app, monkeypatch)
+    assert post_order(client, str(uuid.uuid4()), order_body()).status_code == 201
+    assert seen and not any(seen)  # Redis that does not answer, then the memory it falls back to
+
+
+@pytest.mark.parametrize("app_overrides", LIMITED)
+def test_a_view_that_may_call_out_first_gets_no_transaction_from_the_tokens_read(
+    app: Flask, client: FlaskClient, app_overrides: dict[str, Any]
+) -> None:
+    """Only the API's views, which begin with the engine's look or a unit of work, read on in the token's read.
+    The lab's messages page asks RabbitMQ before it reads anything."""
+    transactions: list[bool] = []
+    real_view = app.view_functions["messages.page"]
+
+    def view(*args: Any, **kwargs: Any) -> Any:
+        transactions.append(db.session().in_transaction())
+        return real_view(*args, **kwargs)
+
+    app.view_functions["messages.page"] = view
+    try:
+        client.get("/lab/messages", headers=ALICE)
+    finally:
+        app.view_functions["messages.page"] = real_view
+    assert transactions == [False]

@@ -8,7 +8,7 @@ import logging
 from dataclasses import dataclass
 
 import sqlalchemy as sa
-from flask import g, request, session
+from flask import current_app, g, request, session
 from flask_limiter.util import get_remote_address
 
 from checkout.database import insert_ignoring_conflicts, public_id, table_of, utcnow
@@ -107,20 +107,33 @@ def client_key() -> str:
     return "address:" + (get_remote_address() or "unknown")
 
 
+# The blueprints whose views begin with the engine's look (or a unit of work): their request reads on in the token's
+# transaction. The lab's unsafe twin is one, so the bench's no-store pipeline pays what the protected one pays.
+READS_ON = frozenset({"api", "cart_api", "unsafe"})
+
+
 def _token_holder() -> ApiCustomer | None:
     """The token's customer: one indexed read, kept for the view on flask.g.
 
-    Its transaction goes on as the request's own: the view's first look at a key reads on in it (on SQLite, it ends
-    there and the look begins as a unit of work), and nothing calls the gateway before a unit of work has ended it.
-    Flask-Limiter takes an exception here for its storage failing: a database that does not answer counts the
-    request by its address, and the view meets the database's error itself.
+    Where the limit counts in memory and the view begins with the engine's look (``READS_ON``), the read's
+    transaction goes on as the request's own: the look reads on in it (on SQLite the claim's unit of work ends it
+    and begins ``BEGIN IMMEDIATE``), and no ROLLBACK and BEGIN again come between. Elsewhere it ends here: the limit
+    may count in Redis next, and another view may reach Redis, RabbitMQ or the gateway first, and nothing may wait
+    with a transaction open. Flask-Limiter takes an exception here for its storage failing: a database that does
+    not answer counts the request by its address, and the view meets the database's error itself.
     """
+    current = db.session()  # not flask.session, the cookie
+    already_open = current.in_transaction()
     try:
         return api_customer()
     except sa.exc.SQLAlchemyError as error:
-        db.session.rollback()  # PostgreSQL refuses every statement after an error until then
+        current.rollback()  # PostgreSQL refuses every statement after an error until then
         log.warning("rate limit: the token's customer could not be read (%s); counting by address", error)
         return None
+    finally:
+        reads_on = request.blueprint in READS_ON and not current_app.config["CHECKOUT_REDIS_URL"]
+        if not already_open and not reads_on:
+            current.rollback()
 
 
 def counts_against_nobody() -> bool:
