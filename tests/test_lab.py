@@ -357,3 +357,4 @@ def test_the_articles_payments_have_a_table_of_their_own_and_their_charges_name_
     assert f'data-copy="{payment_id}"' in table[: table.index("</table>")]
     focus = client.get("/lab/live", query_string={"key": "lab-payment-key-0001"}).get_data(as_text=True)
     assert "<dt>Payment</dt>" in focus and "<dt>Order</dt>" not in focus  # its reference is a payment
+    assert 'data-testid="focus-order-status">succeeded</span>' in focus  # the payment's own status

@@ -39,7 +39,7 @@ from checkout.lab.ledger import (
 from checkout.lab.mistakes.catalog import MISTAKES
 from checkout.lab.sequence import sequence_svg
 from checkout.lab.tables import LabUntraced
-from checkout.shop import orders
+from checkout.shop import orders, payments
 from checkout.shop.forms import EmptyForm
 from checkout.shop.identity import browser_identity
 from checkout.shop.placement import BROWSER, gateway
@@ -80,6 +80,13 @@ def damage_json() -> Response:
             "purchases": [purchase.to_json() for purchase in found[:RECENT_PURCHASES]],
         }
     )
+
+
+def _made(reference: str) -> orders.OrderView | payments.PaymentView | None:
+    """What a record's reference names: an order, or one of the articles' payments (its status, for the focus)."""
+    if reference.startswith(payments.PAYMENT_PREFIX + "_"):
+        return payments.by_public_id(reference)
+    return orders.by_public_id(reference)
 
 
 def _focus_key() -> tuple[str | None, bool]:
@@ -128,7 +135,7 @@ def _live_context() -> dict[str, Any]:
         "protected_paths": damage.PROTECTED_PATHS,
         "holder_pid": controls.holder_pid(record) if record else None,
         "dead_holder": controls.dead_holder(record) if record else None,
-        "focus_order": orders.by_public_id(record.reference) if record and record.reference else None,
+        "focus_order": _made(record.reference) if record and record.reference else None,
         # The record's own scope (whose key, on which endpoint); a key whose record is gone: all of its events.
         "timeline": (timeline(key, record.scope.customer, record.scope.endpoint) if record else timeline(key, whose))
         if key
