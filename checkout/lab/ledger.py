@@ -15,7 +15,7 @@ from checkout.lab import damage
 from checkout.lab.servers import servers_of
 from checkout.lab.tables import SAFE, LabOrder, LabRefund, LabStock, charged_for, path_of_order
 from checkout.shop.models import HOLDS_STOCK, Customer, Order, OrderItem, Payment, Product, Refund, WebhookReceipt
-from checkout.shop.payments import PAYMENT_PREFIX
+from checkout.shop.payments import is_payment_id
 
 LIMIT = 200
 
@@ -112,8 +112,8 @@ def ledger(limit: int = LIMIT, customer: str | None = None) -> dict[str, list[di
             {
                 "id": c.id,
                 "gateway_key": c.gateway_key,
-                "order_id": None if _is_payment(c.reference) else c.reference,
-                "payment_id": c.reference if _is_payment(c.reference) else None,
+                "order_id": None if is_payment_id(c.reference) else c.reference,
+                "payment_id": c.reference if is_payment_id(c.reference) else None,
                 "amount_cents": c.amount_cents,
                 "currency": c.currency,
                 "status": c.status,
@@ -135,10 +135,6 @@ def ledger(limit: int = LIMIT, customer: str | None = None) -> dict[str, list[di
             for e in events
         ],
     }
-
-
-def _is_payment(reference: str) -> bool:
-    return reference.startswith(PAYMENT_PREFIX + "_")
 
 
 # What each counter means, for a workshop reading the lab on a projector.

@@ -84,7 +84,7 @@ def damage_json() -> Response:
 
 def _made(reference: str) -> orders.OrderView | payments.PaymentView | None:
     """What a record's reference names: an order, or one of the articles' payments (its status, for the focus)."""
-    if reference.startswith(payments.PAYMENT_PREFIX + "_"):
+    if payments.is_payment_id(reference):
         return payments.by_public_id(reference)
     return orders.by_public_id(reference)
 
@@ -265,6 +265,7 @@ def concepts() -> ResponseReturnValue:
 bp.add_app_template_filter(content.inline, "md")
 bp.add_app_template_global(sequence_svg, "sequence_svg")
 bp.add_app_template_filter(content.for_this_shop, "for_this_shop")  # commands shown in <pre>
+bp.add_app_template_test(payments.is_payment_id, "payment_id")  # {% if reference is payment_id %}
 
 
 @bp.app_template_filter("ago")

@@ -57,6 +57,11 @@ PAYMENT_PREFIX = "pay"
 payments = table_of(Payment)
 
 
+def is_payment_id(reference: str | None) -> bool:
+    """Whether a reference (a record's, a charge's) names one of these payments rather than an order."""
+    return bool(reference) and str(reference).startswith(PAYMENT_PREFIX + "_")
+
+
 # --- payments as plain values ------------------------------------------------------------
 
 
