@@ -37,7 +37,7 @@ def stage_late_charge() -> str:
     """An order that ended failed, then a charge for it through the legacy gateway; the order's id."""
     with writing():
         customer_id = db.session.scalar(sa.select(Customer.id).where(Customer.public_id == STAGED_BY))
-        priced, _errors = orders.price([RequestedLine(0, "MUG-01", 1)])
+        priced, _errors = orders.price([RequestedLine(0, "MUG-01", 1)], customer_id)
         if customer_id is None or priced is None or orders.take_stock(priced.lines):
             raise LookupError("alice, or a mug in stock, is missing: run flask --app checkout seed")
         order_id = public_id("ord")

@@ -24,7 +24,7 @@ from checkout.openapi import IDEMPOTENT, NOT_FOUND, described, paid_or_accepted,
 from checkout.shop import payments, schemas
 from checkout.shop.answers import ApiResponder
 from checkout.shop.identity import ApiCustomer, api_customer
-from checkout.shop.models import PAYMENT_PENDING, PENDING, Product
+from checkout.shop.models import PAYMENT_PENDING, PENDING, Product, offered_to
 from checkout.shop.orders import refund_by_public_id, view_of
 from checkout.shop.orders_page import order_of, orders_of
 from checkout.shop.payments import API_PAYMENTS, ApiPaymentResponder, PaymentRequest, PlacePayment
@@ -72,8 +72,10 @@ _LIST: TypeAdapter[list[Any]] = TypeAdapter(list[Any])
 @described(operation_id="listProducts", tag="catalog", public=True,
            answers={200: (list[schemas.Product], "The products.")})  # fmt: skip
 def products() -> Response:
-    """The catalog, with today's prices and stock"""
-    rows = db.session.scalars(sa.select(Product).order_by(Product.id)).all()
+    """The catalog, with today's prices and stock (with a token: as that customer is offered it)"""
+    customer = api_customer()
+    offered = offered_to(customer.id if customer is not None else None)
+    rows = db.session.scalars(sa.select(Product).where(offered).order_by(Product.id)).all()
     return _json([schemas.Product.of(product) for product in rows])
 
 

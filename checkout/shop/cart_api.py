@@ -21,7 +21,7 @@ from checkout.idempotency import STARTED, Complete, Operation, Phase, Pipeline, 
 from checkout.openapi import BAD_KEY, IN_PROGRESS, NOT_JSON, TOO_LARGE, described, problems
 from checkout.shop import carts
 from checkout.shop.api import current_customer, read_json, token_required
-from checkout.shop.models import MAX_QUANTITY, Product
+from checkout.shop.models import MAX_QUANTITY, Product, offered_to
 from checkout.shop.schemas import Answer, Request, Sku, clean_json_quantity, clean_sku, parse
 
 bp = Blueprint("cart_api", __name__, url_prefix="/api")
@@ -62,7 +62,8 @@ def _json(cart: Cart) -> Response:
 
 def _known(sku: str) -> bool:
     """In the request's read (the token's, when no rate limit read it apart), which the writing unit then ends."""
-    return db.session.scalar(sa.select(Product.id).where(Product.sku == sku)) is not None
+    offered = offered_to(current_customer().id)
+    return db.session.scalar(sa.select(Product.id).where(Product.sku == sku, offered)) is not None
 
 
 INVALID = problems("The body is invalid: `validation-error` with `errors` per field.", "validation-error")

@@ -15,8 +15,8 @@ from flask import session
 
 from checkout.database import dialect_insert, insert_ignoring_conflicts, public_id, utcnow, writing
 from checkout.extensions import db
-from checkout.shop.identity import SESSION_CUSTOMER, browser_customer_id
-from checkout.shop.models import MAX_QUANTITY, Cart, CartKey, CartLine, Customer, Product
+from checkout.shop.identity import SESSION_CUSTOMER, browser_customer_id, known_browser_customer_id
+from checkout.shop.models import MAX_QUANTITY, Cart, CartKey, CartLine, Customer, Product, offered_to
 from checkout.shop.orders import Line
 
 SESSION_CART = "cart"
@@ -119,7 +119,7 @@ def _bump(cart_id: int) -> None:
 def add(sku: str, quantity: int) -> str | None:
     """Add to the cart (an increment, not a set: pressing twice adds twice); the product's name, or None."""
     with writing() as tx:
-        name = tx.scalar(sa.select(Product.name).where(Product.sku == sku))
+        name = tx.scalar(sa.select(Product.name).where(Product.sku == sku, offered_to(known_browser_customer_id())))
         if name is None:
             return None
         add_line(_ensure_cart(), sku, quantity)

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.orm import Mapped, mapped_column, relationship
+from sqlalchemy.orm import Mapped, aliased, mapped_column, relationship
 
 from checkout.database import Base, BigId, UTCDateTime, public_id, utcnow
 
@@ -48,6 +48,19 @@ class Product(Base):
     # What is left to sell. An order takes its quantities off in the transaction that creates it
     # (a conditional UPDATE that cannot go below zero); an order that ends unpaid gives them back.
     stock: Mapped[int] = mapped_column(default=0, server_default="0")
+    # A copy made for one customer (a workshop seat's own last lamp): only they see and buy it, and it stands
+    # in for the catalog's product of the same name. See ``offered_to``.
+    reserved_for_id: Mapped[int | None] = mapped_column(BigId, sa.ForeignKey("customers.id"), index=True)
+
+
+def offered_to(customer_id: int | None) -> sa.ColumnElement[bool]:
+    """The products a customer may see and buy: the catalog's, less those a copy reserved for them stands in
+    for, and their copies. (One rule, for the catalog page, the API's list, the carts and the prices.)"""
+    if customer_id is None:
+        return Product.reserved_for_id.is_(None)
+    theirs = aliased(Product)
+    copied = sa.select(theirs.id).where(theirs.reserved_for_id == customer_id, theirs.name == Product.name)
+    return sa.or_(Product.reserved_for_id == customer_id, sa.and_(Product.reserved_for_id.is_(None), ~copied.exists()))
 
 
 class Customer(Base):

@@ -23,7 +23,7 @@ from checkout.database import insert_ignoring_conflicts, table_of, utcnow
 from checkout.extensions import db
 from checkout.i18n import format_money, shopper_language
 from checkout.mail.outbox import ORDER_CONFIRMATION, REFUND_RECEIPT, enqueue
-from checkout.shop.models import PENDING, Order, OrderItem, Product, Refund
+from checkout.shop.models import PENDING, Order, OrderItem, Product, Refund, offered_to
 
 if TYPE_CHECKING:
     from checkout.shop.schemas import Errors, RequestedLine
@@ -366,12 +366,14 @@ _PRICES = sa.select(Product.sku, Product.name, Product.price_cents, Product.curr
 )
 
 
-def price(items: Sequence[RequestedLine]) -> tuple[PricedLines | None, Errors]:
-    """The lines at today's prices, or the errors of the items the catalog does not know."""
+def price(items: Sequence[RequestedLine], customer_id: int | None) -> tuple[PricedLines | None, Errors]:
+    """The lines at today's prices, or the errors of the items the catalog does not offer the customer (or
+    offers nobody, with no customer)."""
     if not items:
         return None, {}
     skus = {item.sku for item in items}
-    products = {row.sku: row for row in db.session.execute(_PRICES, {"_skus": sorted(skus)})}
+    offered = _PRICES if customer_id is None else _PRICES.where(offered_to(customer_id))
+    products = {row.sku: row for row in db.session.execute(offered, {"_skus": sorted(skus)})}
     errors: Errors = {}
     for item in items:
         if item.sku not in products:

@@ -255,7 +255,7 @@ class PlaceOrder(Phases[OrderView]):
         """What is being paid for, at today's prices, and its currency (read inside the claim)."""
         cart = self.request.cart
         if cart is None:
-            priced, errors = price(self.request.items)
+            priced, errors = price(self.request.items, self.request.customer_id)
             if priced is None:
                 raise Refuse(self.respond.invalid(errors))  # nothing is stored: the client may fix the body
             return priced.lines, priced.currency

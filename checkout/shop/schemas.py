@@ -312,7 +312,7 @@ def parse_order(body: object) -> OrderRequest:
             lines.append(line)
         seen.add(line.sku)
     if errors:
-        raise Refusal(422, "Invalid order", "Some fields are invalid.", errors={**errors, **price(lines)[1]})
+        raise Refusal(422, "Invalid order", "Some fields are invalid.", errors={**errors, **price(lines, None)[1]})
     assert order is not None
     return order
 

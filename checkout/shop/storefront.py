@@ -10,8 +10,8 @@ from flask_babel import gettext as _
 from checkout.extensions import db
 from checkout.shop import carts, schemas
 from checkout.shop.forms import AddToCartForm, EmptyForm
-from checkout.shop.identity import identify_browser
-from checkout.shop.models import Product
+from checkout.shop.identity import identify_browser, known_browser_customer_id
+from checkout.shop.models import Product, offered_to
 
 bp = Blueprint("shop", __name__)
 bp.before_app_request(identify_browser)
@@ -19,7 +19,8 @@ bp.before_app_request(identify_browser)
 
 @bp.get("/")
 def catalog() -> ResponseReturnValue:
-    products = db.session.scalars(sa.select(Product).order_by(Product.id)).all()
+    offered = offered_to(known_browser_customer_id())
+    products = db.session.scalars(sa.select(Product).where(offered).order_by(Product.id)).all()
     return render_template("shop/catalog.html", products=products, form=AddToCartForm())
 
 
