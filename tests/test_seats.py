@@ -15,7 +15,18 @@ from flask.testing import FlaskClient, FlaskCliRunner
 
 from checkout.audit import IdempotencyEvent
 from checkout.shop.models import Customer
-from tests.helpers import Ledger, order_body
+from tests.helpers import (
+    ANSWER_LOST_CARD,
+    SLOW_CARD,
+    Ledger,
+    add_to_cart,
+    checkout_fields,
+    form_fields,
+    order_body,
+    pay_in_browser,
+    stock_of,
+    stock_out_of_balance,
+)
 from tests.servers import gunicorn
 
 SEATS = 20
@@ -41,9 +52,12 @@ def join(client: FlaskClient, link: str) -> None:
     assert client.get(path_of(link)).status_code == 303
 
 
-def pay(client: FlaskClient, token: str, key: str) -> Any:
-    headers = {"Authorization": f"Bearer {token}", "Idempotency-Key": key}
-    return client.post("/api/orders", json=order_body(), headers=headers)
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def pay(client: FlaskClient, token: str, key: str, **changes: Any) -> Any:
+    return client.post("/api/orders", json=order_body(**changes), headers={**bearer(token), "Idempotency-Key": key})
 
 
 def test_the_seats_command_prints_a_join_link_and_a_token_per_seat_the_same_every_time(
@@ -129,43 +143,174 @@ def test_a_seats_purge_purges_its_own_keys_and_leaves_its_neighbours(
     assert {e.customer for e in ledger.rows(IdempotencyEvent)} == {"cus_seat_02"}  # the purged keys' trail went
 
 
+def catalog_skus(client: FlaskClient) -> set[str]:
+    return set(re.findall(r'data-testid="stock-([A-Z0-9-]+)"', client.get("/").get_data(as_text=True)))
+
+
+def test_a_seats_catalog_shows_its_own_last_lamp_in_place_of_the_class_lamp(app: Flask, runner: FlaskCliRunner) -> None:
+    seats = make_seats(runner, 2)
+    alone, nobody = app.test_client(), app.test_client()
+    join(alone, seats["seat-01"][0])
+    assert "LAST-S01" in catalog_skus(alone) and not {"LAST-01", "LAST-S02"} & catalog_skus(alone)
+    assert "LAST-01" in catalog_skus(nobody) and not {"LAST-S01", "LAST-S02"} & catalog_skus(nobody)
+    listed = {p["sku"] for p in nobody.get("/api/products", headers=bearer(seats["seat-02"][1])).get_json()}
+    assert "LAST-S02" in listed and not {"LAST-01", "LAST-S01"} & listed  # the API lists it the same way
+    assert stock_out_of_balance(app) == {}  # each seat's lamp is told to the stock's accounts
+
+
+def test_a_seats_lamp_cannot_be_bought_by_any_other_customer(app: Flask, runner: FlaskCliRunner) -> None:
+    seats = make_seats(runner, 2)
+    neighbour = app.test_client()
+    join(neighbour, seats["seat-02"][0])
+    csrf = form_fields(neighbour.get("/").get_data(as_text=True), form_id=None)["csrf_token"]
+    added = neighbour.post("/cart/items", data={"csrf_token": csrf, "sku": "LAST-S01", "quantity": "1"})
+    assert added.status_code == 404
+    paid = pay(neighbour, seats["seat-02"][1], SAME_KEY, items=[{"sku": "LAST-S01", "quantity": 1}])
+    assert paid.status_code == 422 and "items[0].sku" in paid.get_json()["errors"]
+    line = neighbour.put("/api/cart/lines/LAST-S01", json={"quantity": 1}, headers=bearer(seats["seat-02"][1]))
+    assert line.status_code == 404
+    assert stock_of(app, "LAST-S01") == 1
+
+
+def test_two_windows_of_a_seat_race_for_its_own_lamp_and_the_neighbours_lamp_stays(
+    app: Flask, runner: FlaskCliRunner, ledger: Ledger
+) -> None:
+    seats = make_seats(runner, 2)
+    first, second = app.test_client(), app.test_client()
+    for window in (first, second):
+        join(window, seats["seat-01"][0])
+        add_to_cart(window, "LAST-S01")
+    fields = [checkout_fields(window) for window in (first, second)]
+    assert pay_in_browser(first, fields[0]).status_code == 303
+    lost = pay_in_browser(second, fields[1])
+    assert lost.status_code == 422 and "Last-One Lamp sold out" in lost.get_data(as_text=True)
+    assert len(ledger.orders()) == 1 and len(ledger.succeeded_charges()) == 1
+    assert stock_of(app, "LAST-S01") == 0 and stock_of(app, "LAST-S02") == 1 and stock_of(app, "LAST-01") == 1
+    assert stock_out_of_balance(app) == {}
+
+
+def test_a_seat_puts_a_new_lamp_on_its_empty_shelf_and_the_stock_stays_balanced(
+    app: Flask, runner: FlaskCliRunner
+) -> None:
+    seats = make_seats(runner, 1)
+    window = app.test_client()
+    join(window, seats["seat-01"][0])
+    assert pay(window, seats["seat-01"][1], SAME_KEY, items=[{"sku": "LAST-S01", "quantity": 1}]).status_code == 201
+    page = window.get("/lab/seat").get_data(as_text=True)
+    assert 'data-testid="seat-new-lamp"' in page
+    csrf = form_fields(page, form_id=None)["csrf_token"]
+    assert window.post("/lab/seat/lamp", data={"csrf_token": csrf}).status_code == 303
+    assert window.post("/lab/seat/lamp", data={"csrf_token": csrf}).status_code == 303  # a second press: no second
+    assert stock_of(app, "LAST-S01") == 1
+    assert stock_out_of_balance(app) == {}
+
+
+class Window:
+    """One browser window of a seat on a served shop: it joined the seat and keeps its cookies."""
+
+    def __init__(self, url: str, link: str) -> None:
+        self.url, self.http = url, requests.Session()
+        # A new connection a request: a kept-alive one that the server closes (gthread, after 2 s idle) at the
+        # moment a request is sent on it is reset, and requests does not resend a POST.
+        self.http.headers["Connection"] = "close"
+        assert self.http.get(url + path_of(link), timeout=30).ok
+
+    def add(self, sku: str) -> None:
+        csrf = form_fields(self.http.get(self.url + "/", timeout=30).text, form_id=None)["csrf_token"]
+        added = self.http.post(
+            self.url + "/cart/items", data={"csrf_token": csrf, "sku": sku, "quantity": "1"}, allow_redirects=False
+        )
+        assert added.status_code == 303, added.text
+
+    def checkout(self) -> dict[str, str]:
+        return form_fields(self.http.get(self.url + "/checkout", timeout=30).text)
+
+    def pay(self, fields: dict[str, str], card: str) -> int:
+        data = {**fields, "email": "student@example.com", "card_number": card}
+        return self.http.post(self.url + "/checkout", data=data, allow_redirects=False, timeout=60).status_code
+
+    def get(self, path: str) -> requests.Response:
+        return self.http.get(self.url + path, timeout=30)
+
+
+def at_once(*calls: Any) -> list[Any]:
+    """Each call in a thread of its own, started together; their results in order."""
+    ready, results = threading.Barrier(len(calls)), [None] * len(calls)
+
+    def run(index: int) -> None:
+        ready.wait(timeout=30)
+        results[index] = calls[index]()
+
+    threads = [threading.Thread(target=run, args=(index,)) for index in range(len(calls))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    return results
+
+
 @pytest.mark.server
-def test_twenty_seats_paying_at_once_on_a_served_shop_each_see_their_own_order_alone(
+def test_twenty_seats_at_once_on_a_served_shop_each_see_their_own_rows_and_lamp_alone(
     database_url: str, runner: FlaskCliRunner, ledger: Ledger, tmp_path: Path
 ) -> None:
-    """The classroom of docs/workshop.md: gunicorn with 8 threads a worker, the trusted host set, 20 seats; every
-    student sends the same request with the same key at the same moment."""
+    """The classroom of docs/workshop.md: gunicorn with 8 threads a worker, the trusted host set, 20 seats, every
+    student at once: the same API request with the same key, then exercises 1 (Pay pressed twice, the guard off),
+    2 (the answer lost, Pay again) and 10 (two windows of the seat racing for its lamp)."""
     seats = make_seats(runner, SEATS)
-    ready = threading.Barrier(SEATS)
-    seen: dict[str, tuple[int, dict[str, Any]]] = {}
+    everyone = threading.Barrier(SEATS)
+    seen: dict[str, dict[str, Any]] = {}
     settings = {"GUNICORN_THREADS": "8", "CHECKOUT_TRUSTED_HOSTS": "127.0.0.1"}
     with gunicorn(database_url, tmp_path / "instance", settings=settings) as [server]:
 
         def student(name: str, link: str, token: str) -> None:
-            browser = requests.Session()
-            assert browser.get(server.url + path_of(link), timeout=30).ok
-            ready.wait(timeout=30)
-            paid = requests.post(
+            window, private = Window(server.url, link), Window(server.url, link)
+            everyone.wait(timeout=30)
+            api = requests.post(
                 server.url + "/api/orders",
                 json=order_body(),
-                headers={"Authorization": f"Bearer {token}", "Idempotency-Key": SAME_KEY},
+                headers={**bearer(token), "Idempotency-Key": SAME_KEY},
                 timeout=60,
             )
-            seen[name] = (paid.status_code, browser.get(server.url + "/api/lab/ledger", timeout=30).json())
+            window.add("MUG-01")
+            fields = window.checkout()
+            double = at_once(lambda: window.pay(fields, SLOW_CARD), lambda: window.pay(fields, SLOW_CARD))
+            window.add("MUG-01")
+            fields = window.checkout()
+            lost = [window.pay(fields, ANSWER_LOST_CARD), window.pay(fields, ANSWER_LOST_CARD)]
+            lamp = "LAST-S" + name.removeprefix("seat-")
+            for shopper in (window, private):
+                shopper.add(lamp)
+            forms = [window.checkout(), private.checkout()]
+            race = at_once(lambda: window.pay(forms[0], SLOW_CARD), lambda: private.pay(forms[1], SLOW_CARD))
+            seen[name] = {
+                "api": api.status_code,
+                "double": sorted(double),
+                "lost": lost,
+                "race": sorted(race),
+                "lab": window.get("/api/lab/ledger").json(),
+                "lamps": re.findall(r'data-sku="(LAST-[^"]+)"', window.get("/lab").text),
+            }
 
         threads = [threading.Thread(target=student, args=(name, *seat)) for name, seat in seats.items()]
         for thread in threads:
             thread.start()
         for thread in threads:
-            thread.join(timeout=120)
+            thread.join(timeout=180)
         room = requests.get(server.url + "/lab/room", timeout=30).text
 
-    assert len(seen) == SEATS and {status for status, _ledger in seen.values()} == {201}
-    for name, (_status, lab) in seen.items():
+    assert sorted(seen) == sorted(seats)
+    for name, got in seen.items():
         public_id = "cus_seat_" + name.removeprefix("seat-")
-        assert [o["customer"] for o in lab["orders"]] == [public_id]
+        assert got["api"] == 201
+        assert got["double"][0] == 202 or got["double"] == [303, 303]  # the second: processing, or replayed
+        assert got["lost"] == [503, 303]  # could not confirm; Pay again: the paid order
+        assert got["race"] == [303, 422]  # one window gets the lamp, the other is told it sold out
+        lab = got["lab"]
+        assert {o["customer"] for o in lab["orders"]} == {public_id} and len(lab["orders"]) == 4
+        assert {o["status"] for o in lab["orders"]} == {"paid"}
         assert {r["customer"] for r in lab["records"]} == {public_id}
-        assert len(lab["charges"]) == 1 and lab["totals"]["succeeded_charges"] == 1
-    assert len(ledger.orders()) == SEATS and len(ledger.succeeded_charges()) == SEATS
+        assert lab["totals"]["succeeded_charges"] == 4 and len(lab["charges"]) == 4  # one charge an order
+        assert got["lamps"] == ["LAST-S" + name.removeprefix("seat-")]  # its own lamp, no one else's
+    assert len(ledger.orders()) == 4 * SEATS and len(ledger.succeeded_charges()) == 4 * SEATS
     assert room.count('data-testid="room-seat"') == SEATS
-    assert room.count('<td data-testid="room-purchases">1</td>') == SEATS  # one purchase each, counted per seat
+    assert room.count('<td data-testid="room-purchases">4</td>') == SEATS  # four purchases each, counted per seat

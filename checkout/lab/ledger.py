@@ -14,7 +14,17 @@ from checkout.i18n import N_, _
 from checkout.lab import damage
 from checkout.lab.servers import servers_of
 from checkout.lab.tables import SAFE, LabOrder, LabRefund, LabStock, charged_for, path_of_order
-from checkout.shop.models import HOLDS_STOCK, Customer, Order, OrderItem, Payment, Product, Refund, WebhookReceipt
+from checkout.shop.models import (
+    HOLDS_STOCK,
+    Customer,
+    Order,
+    OrderItem,
+    Payment,
+    Product,
+    Refund,
+    WebhookReceipt,
+    offered_to,
+)
 from checkout.shop.payments import is_payment_id
 
 LIMIT = 200
@@ -258,8 +268,9 @@ def refunds_list(limit: int = LIMIT, customer: str | None = None) -> list[dict[s
     ]
 
 
-def stock_list() -> list[dict[str, Any]]:
-    """Per product: on the shelf, held by orders, ever stocked; ``balanced`` is the stock invariant."""
+def stock_list(customer: str | None = None) -> list[dict[str, Any]]:
+    """Per product: on the shelf, held by orders, ever stocked; ``balanced`` is the stock invariant. (Every
+    product, or those a customer is offered: a seat sees its own lamp, not the class's.)"""
     held = dict(
         db.session.execute(
             sa.select(OrderItem.sku, sa.func.sum(OrderItem.quantity))
@@ -268,11 +279,16 @@ def stock_list() -> list[dict[str, Any]]:
             .group_by(OrderItem.sku)
         ).all()
     )
-    products = db.session.execute(
+    shelves = (
         sa.select(Product.sku, Product.name, Product.stock, sa.func.coalesce(LabStock.seeded, 0))
         .outerjoin(LabStock, LabStock.sku == Product.sku)
         .order_by(Product.id)
-    ).all()
+    )
+    if customer is not None:
+        shelves = shelves.where(
+            offered_to(db.session.scalar(sa.select(Customer.id).where(Customer.public_id == customer)))
+        )
+    products = db.session.execute(shelves).all()
     return [
         {
             "sku": sku,

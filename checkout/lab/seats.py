@@ -2,9 +2,11 @@
 
 A teacher runs ``flask --app checkout workshop seats 20``; it prints a join link and an API token per seat. A
 student opens the link: their browser becomes the seat's customer. From then on the lab shows only the seat's
-records, orders, charges, audit trail, damage and mail, its purge purges only the seat's keys, and its API token
-pays as the seat (curl, the retry client, the mass test). ``/lab/room`` is the teacher's view of every seat. A
-browser that never joined a seat sees the whole shop, as with ``make run``.
+records, orders, charges, audit trail, damage and mail, its purge purges only the seat's keys, its API token
+pays as the seat (curl, the retry client, the mass test), and exercise 10's Last-One Lamp is the seat's own: a
+copy reserved for its customer (``Product.reserved_for_id``), which two windows of the seat race for.
+``/lab/room`` is the teacher's view of every seat. A browser that never joined a seat sees the whole shop, as
+with ``make run``.
 
 A seat's token and join code are HMACs of the app's SECRET_KEY: the command prints the same ones every time, the
 join page can show a student their token again, and the database keeps only the token's hash, as for every customer.
@@ -19,20 +21,25 @@ from dataclasses import dataclass
 
 import click
 import sqlalchemy as sa
-from flask import Blueprint, Flask, abort, current_app, redirect, render_template, session, url_for
+from flask import Blueprint, Flask, abort, current_app, flash, redirect, render_template, session, url_for
 from flask.cli import AppGroup
 from flask.typing import ResponseReturnValue
+from flask_babel import gettext as _
 
 from checkout.database import insert_ignoring_conflicts, utcnow, writing
 from checkout.extensions import db
 from checkout.lab import damage, lab_only
+from checkout.shop import orders
+from checkout.shop.forms import EmptyForm
 from checkout.shop.identity import SESSION_CUSTOMER, hash_token
-from checkout.shop.models import Customer
+from checkout.shop.models import Customer, Product
+from checkout.shop.seed import PRODUCTS
 
 bp = lab_only(Blueprint("seats", __name__))
 
 PUBLIC_PREFIX = "cus_seat_"
 MOST = 99  # two digits: seat-01 .. seat-99
+LAMP = next(product for product in PRODUCTS if product[0] == "LAST-01")  # the one of a kind exercise 10 races for
 
 
 @dataclass(frozen=True)
@@ -51,6 +58,11 @@ class Seat:
     def token(self) -> str:
         """The seat's API token (``Authorization: Bearer ...``)."""
         return f"{self.name}-{_derived('token', self.name)[:24]}"
+
+    @property
+    def lamp_sku(self) -> str:
+        """The seat's own Last-One Lamp."""
+        return f"LAST-S{self.number:02d}"
 
     @property
     def code(self) -> str:
@@ -78,7 +90,21 @@ def make_seats(count: int) -> list[Seat]:
             )  # and the token printed now is the one that works, should SECRET_KEY have changed since
             mine = Customer.public_id == seat.public_id
             db.session.execute(sa.update(Customer).where(mine).values(token_hash=hash_token(seat.token)))
+            _give_a_lamp(seat, db.session.scalar(sa.select(Customer.id).where(mine)))
     return seats
+
+
+def _give_a_lamp(seat: Seat, customer_id: int | None) -> None:
+    """The seat's own copy of the Last-One Lamp, stock 1, told to the lab's stock accounts like every shelf."""
+    _sku, name, description, emoji, price, stock = LAMP
+    made = db.session.execute(
+        insert_ignoring_conflicts(Product, db.session)
+        .values(sku=seat.lamp_sku, name=name, description=description, emoji=emoji, price_cents=price,
+                currency="USD", stock=stock, reserved_for_id=customer_id)
+        .returning(Product.id)
+    ).all()  # fmt: skip
+    if made:
+        orders.tell(orders.stocked, sku=seat.lamp_sku, added=stock)
 
 
 def seats_made() -> list[Seat]:
@@ -118,8 +144,25 @@ def join(number: int, code: str) -> ResponseReturnValue:
 
 @bp.get("/lab/seat")
 def mine() -> ResponseReturnValue:
-    """This browser's seat: its name and its API token, for curl and the clients."""
-    return render_template("lab/seat.html", seat=seat_of_this_browser())
+    """This browser's seat: its name, its API token for curl and the clients, its join link and its lamp."""
+    seat = seat_of_this_browser()
+    lamp = None if seat is None else db.session.scalar(sa.select(Product.stock).where(Product.sku == seat.lamp_sku))
+    return render_template("lab/seat.html", seat=seat, lamp=lamp, form=EmptyForm())
+
+
+@bp.post("/lab/seat/lamp")
+def new_lamp() -> ResponseReturnValue:
+    """Exercise 10 again: a new lamp on the seat's empty shelf (the sold one stays sold, its order paid)."""
+    seat = seat_of_this_browser()
+    if seat is None or not EmptyForm().validate():
+        abort(400)
+    with writing():
+        empty = sa.and_(Product.sku == seat.lamp_sku, Product.stock == 0)
+        put = sa.update(Product).where(empty).values(stock=LAMP[5]).returning(Product.id)
+        if db.session.execute(put).first() is not None:
+            orders.tell(orders.stocked, sku=seat.lamp_sku, added=LAMP[5])
+            flash(_("A new lamp is on your shelf."), "success")
+    return redirect(url_for("seats.mine"), 303)
 
 
 @bp.get("/lab/room")

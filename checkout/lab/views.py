@@ -141,7 +141,7 @@ def _live_context() -> dict[str, Any]:
         if key
         else [],
         "refunds": refunds_list(customer=whose),
-        "stock": stock_list(),
+        "stock": stock_list(customer=whose),
         "webhooks": webhook_list(ON_THE_PAGE, customer=whose),
         "form": EmptyForm(),
     }
