@@ -210,6 +210,7 @@ class LiveServer:
     posts: list[str] = field(default_factory=list)
     answers: list[tuple[str, str, str]] = field(default_factory=list)  # (path, status, Location) of each POST
     arrived: threading.Condition = field(default_factory=threading.Condition)
+    at_work: int = 0  # requests the server is answering now (counted under ``arrived``)
 
     def post_count(self, path: str) -> int:
         with self.arrived:
@@ -231,15 +232,31 @@ class LiveServer:
             self.arrived.wait_for(lambda: sum(a[0] == path for a in self.answers) >= count, timeout)
             return [(status, location) for p, status, location in self.answers if p == path]
 
+    def wait_until_idle(self, timeout: float = 10) -> bool:
+        """Block until no request is in the app: each has ended its app context and given its database
+        connection back, so the test's engine can be disposed of with none of them still out."""
+        with self.arrived:
+            return self.arrived.wait_for(lambda: self.at_work == 0, timeout)
+
 
 class _CountPosts:
-    """WSGI middleware that records every POST the server receives."""
+    """WSGI middleware that records every POST the server receives, and counts the requests at work."""
 
     def __init__(self, wsgi_app: Any, server: LiveServer) -> None:
         self.wsgi_app = wsgi_app
         self.server = server
 
     def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+        with self.server.arrived:
+            self.server.at_work += 1
+        try:  # Flask pops the request's context (its database session) before it returns the body to send
+            return self._record(environ, start_response)
+        finally:
+            with self.server.arrived:
+                self.server.at_work -= 1
+                self.server.arrived.notify_all()
+
+    def _record(self, environ: dict[str, Any], start_response: Any) -> Any:
         if environ["REQUEST_METHOD"] != "POST":
             return self.wsgi_app(environ, start_response)
         path = environ["PATH_INFO"]
@@ -271,6 +288,10 @@ def live_server(app: Flask) -> Iterator[LiveServer]:
     yield server_info
     server.shutdown()
     thread.join(timeout=10)
+    # A request still at work (the lab page polls every few seconds) would hold a database connection while the
+    # app fixture disposes of the engine: that connection, orphaned, is closed by the garbage collector alone.
+    server_info.wait_until_idle()
+    server.server_close()
 
 
 @pytest.fixture
