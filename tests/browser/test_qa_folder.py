@@ -5,7 +5,11 @@ requirements.txt; in TypeScript with its one npm dependency.
 Each suite runs whole against the shop with its lab on, where every test also counts orders and charges through the
 lab's ledger (one order, one charge). Against the shop with its lab off, as production serves it, the one test that
 cannot run without the lab runs alone, and skips saying why. (The others run the same pages there, only without
-the ledger's counts: run whole a second time, they would cost the suite a minute.)"""
+the ledger's counts: run whole a second time, they would cost the suite a minute.)
+
+Against the lab-off shop, both suites' one test runs in one test: pytest-xdist builds a module's shop once in every
+worker that runs one of its tests, and a served shop costs seconds of CPU each time. (The whole suites stay a test
+each: the mutation check proves each of them catches a Pay button that stays enabled.)"""
 
 from __future__ import annotations
 
@@ -57,7 +61,8 @@ def fresh_database(folder: Path) -> Iterator[str]:
 
 @contextmanager
 def served_shop(folder: Path, *, lab: bool) -> Iterator[str]:
-    """The shop as deployed: a migrated, seeded database, gunicorn, the outbox relay and the webhook relay."""
+    """The shop as deployed: a migrated, seeded database, gunicorn, and, with the lab on, the outbox relay and the
+    webhook relay (with it off, the one test run only asks the shop whether it has a lab, and skips)."""
     instance = folder / "instance"
     with ExitStack() as stack:
         database_url = stack.enter_context(fresh_database(folder))
@@ -71,8 +76,9 @@ def served_shop(folder: Path, *, lab: bool) -> Iterator[str]:
         }
         [server] = stack.enter_context(gunicorn(database_url, instance, workers=2, settings=settings))
         app.config["CHECKOUT_SHOP_URL"] = server.url  # where the webhook relay delivers
-        stack.enter_context(relay_forever(app, database_url, OUTBOX))
-        stack.enter_context(relay_forever(app, database_url, WEBHOOKS))
+        if lab:
+            stack.enter_context(relay_forever(app, database_url, OUTBOX))
+            stack.enter_context(relay_forever(app, database_url, WEBHOOKS))
         stack.callback(forget, app)
         yield server.url
 
@@ -90,9 +96,9 @@ def shop_with_its_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]
         yield url
 
 
-@pytest.fixture(scope="module")
-def shop_without_its_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with served_shop(tmp_path_factory.mktemp("lab-off"), lab=False) as url:
+@pytest.fixture
+def shop_without_its_lab(tmp_path: Path) -> Iterator[str]:
+    with served_shop(tmp_path / "lab-off", lab=False) as url:
         yield url
 
 
@@ -151,29 +157,6 @@ def run_python(
     return results_of(junit)
 
 
-def test_the_python_qa_tests_copied_into_an_empty_folder_all_pass_against_a_shop_with_its_lab_on(
-    shop_with_its_lab: str, chromium: str, tmp_path: Path
-) -> None:
-    copy = tmp_path / "qa"
-    shutil.copytree(QA, copy, ignore=shutil.ignore_patterns("ts", "__pycache__", ".pytest_cache", "test-results"))
-    venv = venv_of(copy / "requirements.txt")
-    hidden = subprocess.run([str(venv / "bin" / "python"), "-c", "import checkout"], cwd=copy, capture_output=True)
-    assert hidden.returncode != 0  # the copy stands alone: the project is nowhere to import
-    ran, failed, skipped, reasons = run_python(copy, str(venv / "bin" / "python"), shop_with_its_lab, chromium,
-                                               tmp_path / "junit.xml")  # fmt: skip
-    assert (ran, failed, skipped) == (PYTHON_TESTS, 0, 0), reasons
-
-
-def test_the_python_qa_test_that_needs_the_lab_skips_saying_why_against_a_shop_with_its_lab_off(
-    shop_without_its_lab: str, chromium: str, tmp_path: Path
-) -> None:
-    only = ("-k", NEEDS_THE_LAB.replace(" ", "_"))
-    ran, failed, skipped, reasons = run_python(QA, sys.executable, shop_without_its_lab, chromium,
-                                               tmp_path / "junit.xml", *only)  # fmt: skip
-    assert (ran, failed, skipped) == (1, 0, 1)
-    assert all(LAB_OFF_SKIP in reason for reason in reasons), reasons
-
-
 def run_typescript(url: str, chromium: str, *only: str) -> str:
     npx = shutil.which("npx")
     if npx is None:
@@ -192,13 +175,31 @@ def run_typescript(url: str, chromium: str, *only: str) -> str:
     return run.stdout
 
 
+def test_the_python_qa_tests_copied_into_an_empty_folder_all_pass_against_a_shop_with_its_lab_on(
+    shop_with_its_lab: str, chromium: str, tmp_path: Path
+) -> None:
+    copy = tmp_path / "qa"
+    shutil.copytree(QA, copy, ignore=shutil.ignore_patterns("ts", "__pycache__", ".pytest_cache", "test-results"))
+    venv = venv_of(copy / "requirements.txt")
+    hidden = subprocess.run([str(venv / "bin" / "python"), "-c", "import checkout"], cwd=copy, capture_output=True)
+    assert hidden.returncode != 0  # the copy stands alone: the project is nowhere to import
+    ran, failed, skipped, reasons = run_python(copy, str(venv / "bin" / "python"), shop_with_its_lab, chromium,
+                                               tmp_path / "junit.xml")  # fmt: skip
+    assert (ran, failed, skipped) == (PYTHON_TESTS, 0, 0), reasons
+
+
 def test_the_typescript_qa_tests_all_pass_against_a_shop_with_its_lab_on(shop_with_its_lab: str, chromium: str) -> None:
     output = run_typescript(shop_with_its_lab, chromium)
     assert f"{TYPESCRIPT_TESTS} passed" in output and "skipped" not in output, output[-2000:]
 
 
-def test_the_typescript_qa_test_that_needs_the_lab_skips_against_a_shop_with_its_lab_off(
-    shop_without_its_lab: str, chromium: str
+def test_the_qa_test_that_needs_the_lab_skips_saying_why_in_both_suites_against_a_shop_with_its_lab_off(
+    shop_without_its_lab: str, chromium: str, tmp_path: Path
 ) -> None:
+    only = ("-k", NEEDS_THE_LAB.replace(" ", "_"))
+    ran, failed, skipped, reasons = run_python(QA, sys.executable, shop_without_its_lab, chromium,
+                                               tmp_path / "junit.xml", *only)  # fmt: skip
+    assert (ran, failed, skipped) == (1, 0, 1)
+    assert all(LAB_OFF_SKIP in reason for reason in reasons), reasons
     output = run_typescript(shop_without_its_lab, chromium, "--grep", NEEDS_THE_LAB)
     assert "1 skipped" in output and "passed" not in output and "failed" not in output, output[-2000:]
