@@ -133,9 +133,11 @@ def register_lab_blueprints(app: Flask) -> None:
     from checkout.lab.tables import listen
     from checkout.lab.unsafe import bp as unsafe_bp
     from checkout.lab.views import bp as lab_bp
+    from checkout.shop.identity import READS_ON, SHOP_READS_ON
     from checkout.shop.reconcile import RECONCILERS
 
     app.extensions.setdefault(RECONCILERS, []).append(reconcile_redis_store)  # its payments have no SQL record
+    app.extensions[READS_ON] = SHOP_READS_ON | {unsafe_bp.name}  # the bench's no-store pipeline pays as the shop's
     messages.register(app)  # the loyalty consumer's wrong twin: a queue of its own, bound to the same events
     listen(app)  # the lab's own rows beside the shop's: which checkout placed each order, the stock seeded
     on_committed(remember_traced)  # which keys a request's trail holds: the lab notes the refusals it lacks

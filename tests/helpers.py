@@ -201,6 +201,13 @@ def race(count: int, call: Callable[[int], Any]) -> list[Any]:
 # --- acting on the app ------------------------------------------------------
 
 
+def bought(purchase: str) -> dict[str, str]:
+    """The header naming a request's purchase: the lab's damage table counts every retry and duplicate as one."""
+    from checkout.client import PURCHASE_HEADER
+
+    return {PURCHASE_HEADER: purchase}
+
+
 def post_order(client: FlaskClient, key: str | None, body: Any = None, headers: dict[str, str] | None = None) -> Any:
     """POST /api/orders as alice (unless ``headers`` say otherwise), with ``key`` if given."""
     request_headers = {**ALICE, **(headers or {})}

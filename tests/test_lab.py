@@ -16,7 +16,7 @@ from flask.testing import FlaskClient
 from checkout.audit import IdempotencyEvent
 from checkout.database import writing
 from checkout.extensions import db
-from checkout.shop.models import Order
+from checkout.shop.models import Cart, Order
 from tests.conftest import LiveServer
 from tests.helpers import (
     ALICE,
@@ -24,10 +24,12 @@ from tests.helpers import (
     SLOW_CARD,
     Ledger,
     add_to_cart,
+    bought,
     browser_with_cart,
     checkout_fields,
     form_fields,
     order_body,
+    pay_in_browser,
     post_order,
     race,
 )
@@ -120,13 +122,12 @@ def test_the_damage_table_counts_the_wrong_way_clients_extra_charges_exactly_per
 ) -> None:
     from checkout import client as retry_client
 
-    body = {**order_body(card="4000 0000 0000 0259"), "purchase": "wrong-way-purchase-1"}
+    body, token = order_body(card="4000 0000 0000 0259"), "demo-alice-token"
     wrong = retry_client.place_order(
-        live_server.url, "demo-alice-token", body, wrong_way=True, max_attempts=4, base_delay=0.01, max_delay=0.02
-    )
-    right = retry_client.place_order(
-        live_server.url, "demo-alice-token", {**body, "purchase": "right-way-purchase-1"}, base_delay=0.01
-    )
+        live_server.url, token, body, purchase="wrong-way-purchase-1", wrong_way=True, max_attempts=4,
+        base_delay=0.01, max_delay=0.02,
+    )  # fmt: skip
+    right = retry_client.place_order(live_server.url, token, body, purchase="right-way-purchase-1", base_delay=0.01)
     assert [a.status for a in wrong.attempts] == [503, 503, 503, 503]  # every new key is a new charge, lost again
     assert right.status == 201
     price = 2 * 1400 + 500
@@ -148,10 +149,25 @@ def test_the_damage_table_counts_the_wrong_way_clients_extra_charges_exactly_per
     }
 
 
+def test_a_browser_order_is_counted_under_its_cart_version_and_an_api_order_under_its_purchase_header(
+    client: FlaskClient, ledger: Ledger
+) -> None:
+    """The shop names no purchase: the lab reads it from the request that placed the order."""
+    add_to_cart(client)
+    assert pay_in_browser(client, checkout_fields(client)).status_code == 303
+    assert post_order(client, "a-purchase-header-key-1", headers=bought("named-by-the-client")).status_code == 201
+    assert post_order(client, "a-malformed-purchase-key-1", headers=bought("two words")).status_code == 201
+    browser, named, malformed = sorted(ledger.orders(), key=lambda order: order.id)
+    [cart_public_id] = ledger.rows(Cart.public_id, Cart.id == browser.cart_id)
+    assert browser.purchase_ref == f"{cart_public_id}:v{browser.cart_version}"
+    assert (named.purchase_ref, malformed.purchase_ref) == ("named-by-the-client", None)  # a purchase of its own
+    assert {order.path for order in (browser, named, malformed)} == {"safe"}
+
+
 def test_a_purchase_the_client_gave_up_on_is_counted_as_never_charged(client: FlaskClient) -> None:
     key = "abandoned-purchase-key-1"
-    body = {**order_body(card="4000 0000 0000 0119"), "purchase": "given-up-1"}
-    assert client.post("/api/orders", json=body, headers={**ALICE, "Idempotency-Key": key}).status_code == 503
+    headers = {**ALICE, "Idempotency-Key": key, **bought("given-up-1")}
+    assert client.post("/api/orders", json=order_body(card="4000 0000 0000 0119"), headers=headers).status_code == 503
     totals = client.get("/api/lab/damage?purchase_prefix=given-up-").get_json()["totals"]
     assert (totals["ordered_cents"], totals["charged_cents"], totals["never_charged_cents"]) == (3300, 0, 3300)
 
@@ -159,11 +175,8 @@ def test_a_purchase_the_client_gave_up_on_is_counted_as_never_charged(client: Fl
 def test_a_purchase_whose_order_failed_uncharged_is_no_damage(app: Flask, client: FlaskClient) -> None:
     """Exercise 5, killed before the charge: reconcile ends the order failed, nothing charged, and the shopper is
     told so. A correct outcome, like a decline: nothing ordered is left unpaid."""
-    body = {**order_body(card="4000 0000 0000 0119"), "purchase": "failed-1"}
-    assert (
-        client.post("/api/orders", json=body, headers={**ALICE, "Idempotency-Key": "failed-purchase-key-1"}).status_code
-        == 503
-    )
+    headers = {**ALICE, "Idempotency-Key": "failed-purchase-key-1", **bought("failed-1")}
+    assert client.post("/api/orders", json=order_body(card="4000 0000 0000 0119"), headers=headers).status_code == 503
     with app.app_context(), writing():
         db.session.execute(sa.update(Order).values(status="failed"))  # as reconcile ends it, the gateway fenced
     totals = client.get("/api/lab/damage?purchase_prefix=failed-").get_json()["totals"]
@@ -257,9 +270,9 @@ def test_the_unsafe_path_shows_every_side_effects_damage_too(app: Any, client: F
     from checkout.mail.outbox import OutboxMessage
     from tests.helpers import Ledger
 
-    body = {**order_body(), "purchase": "unsafe-retried-1"}
-    first = client.post("/api/lab/unsafe-orders", json=body, headers=ALICE).get_json()
-    client.post("/api/lab/unsafe-orders", json=body, headers=ALICE)  # the retry of one purchase
+    body, headers = order_body(), {**ALICE, **bought("unsafe-retried-1")}
+    first = client.post("/api/lab/unsafe-orders", json=body, headers=headers).get_json()
+    client.post("/api/lab/unsafe-orders", json=body, headers=headers)  # the retry of one purchase
     ledger = Ledger(app)
     assert len(ledger.orders()) == 2
     assert client.get("/api/products").get_json()[0]["stock"] == 100_000 - 4  # two mugs, taken twice

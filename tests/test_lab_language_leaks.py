@@ -17,7 +17,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from checkout.lab.mistakes import views as mistake_views
-from tests.helpers import ANSWER_LOST_CARD, Ledger, event_of, order_body, post_order, signed_post
+from tests.helpers import ALICE, ANSWER_LOST_CARD, Ledger, bought, event_of, order_body, post_order, signed_post
 
 LANGUAGES = ("uk", "ru")
 WORDS: dict[str, dict[str, str]] = {
@@ -97,11 +97,11 @@ def test_the_timelines_and_audit_trails_reasons_are_in_the_pages_language(client
 
 @pytest.mark.parametrize("language", LANGUAGES)
 def test_the_damage_tables_word_safe_and_mistake_in_the_pages_language(client: FlaskClient, language: str) -> None:
-    assert post_order(client, str(uuid.uuid4()), order_body(purchase="leak-safe")).status_code == 201
+    assert post_order(client, str(uuid.uuid4()), headers=bought("leak-safe")).status_code == 201
     twin = client.post(
         "/api/lab/mistakes/no-key/orders",
-        json=order_body(purchase="leak-twin"),
-        headers={"Authorization": "Bearer demo-alice-token", "Idempotency-Key": str(uuid.uuid4())},
+        json=order_body(),
+        headers={**ALICE, "Idempotency-Key": str(uuid.uuid4()), **bought("leak-twin")},
     )
     assert twin.status_code == 201
     page = client.get(f"/lab?lang={language}").get_data(as_text=True)

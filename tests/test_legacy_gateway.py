@@ -25,6 +25,7 @@ from tests.helpers import (
     SLOW_CARD,
     UNAVAILABLE_CARD,
     Ledger,
+    bought,
     order_body,
     table_counts,
 )
@@ -120,10 +121,10 @@ def test_a_lost_answer_is_503_and_the_retry_looks_the_charge_up_instead_of_charg
     client: FlaskClient, ledger: Ledger
 ) -> None:
     key = "legacy-lost-answer-0001"
-    lost = post(client, LEGACY, key, order_body(ANSWER_LOST_CARD, purchase="legacy-lost"))
+    lost = post(client, LEGACY, key, order_body(ANSWER_LOST_CARD), bought("legacy-lost"))
     assert lost.status_code == 503 and lost.headers["Retry-After"]
     assert lost.mimetype == "application/problem+json" and lost.get_json()["idempotency_key"] == key
-    retried = post(client, LEGACY, key, order_body(ANSWER_LOST_CARD, purchase="legacy-lost"))
+    retried = post(client, LEGACY, key, order_body(ANSWER_LOST_CARD), bought("legacy-lost"))
     assert retried.status_code == 201, retried.get_json()
     [order] = ledger.orders()
     [charge] = ledger.succeeded_charges()
@@ -140,7 +141,7 @@ def test_a_lost_answer_is_503_and_the_retry_looks_the_charge_up_instead_of_charg
     assert events.index("answer_lost") < events.index("resumed") < events.index("looked_up") < events.index("charged")
     assert damage_of(client, LEGACY_PATH)["charged_more_than_once_cents"] == 0
     measured("legacy gateway, lost answer + retry, with the lookup", client, LEGACY_PATH, ledger)
-    replay = post(client, LEGACY, key, order_body(ANSWER_LOST_CARD, purchase="legacy-lost"))
+    replay = post(client, LEGACY, key, order_body(ANSWER_LOST_CARD), bought("legacy-lost"))
     assert replay.headers["Idempotent-Replayed"] == "true" and replay.get_data() == retried.get_data()
 
 
@@ -148,8 +149,8 @@ def test_without_the_lookup_the_retry_after_a_lost_answer_charges_twice(
     client: FlaskClient, ledger: Ledger, runner: Any
 ) -> None:
     key = "legacy-no-lookup-00001"
-    assert post(client, NO_LOOKUP, key, order_body(ANSWER_LOST_CARD, purchase="no-lookup")).status_code == 503
-    retried = post(client, NO_LOOKUP, key, order_body(ANSWER_LOST_CARD, purchase="no-lookup"))
+    assert post(client, NO_LOOKUP, key, order_body(ANSWER_LOST_CARD), bought("no-lookup")).status_code == 503
+    retried = post(client, NO_LOOKUP, key, order_body(ANSWER_LOST_CARD), bought("no-lookup"))
     assert retried.status_code == 201
     [order] = ledger.orders()
     charges = ledger.succeeded_charges()

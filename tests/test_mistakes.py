@@ -41,6 +41,7 @@ from tests.helpers import (
     GOOD_CARD,
     Ledger,
     SameInstantLooks,
+    bought,
     form_fields,
     order_body,
     race,
@@ -54,11 +55,6 @@ PRICE = 2 * 1400 + 500  # order_body(): two mugs and a sticker
 
 def twin(name: str) -> str:
     return f"/api/lab/mistakes/{name}/orders"
-
-
-def body(purchase: str, **changes: Any) -> dict[str, Any]:
-    """An order with a purchase reference: the damage table counts every retry and duplicate as one purchase."""
-    return {**order_body(), "purchase": purchase, **changes}
 
 
 def new_key() -> str:
@@ -124,9 +120,9 @@ def path(name: str) -> str:
 def test_no_key_charges_every_retry_again_and_the_safe_path_once(app: Flask, client: FlaskClient) -> None:
     """Trigger: the same request sent again (a retry after a timeout, a double-click, a proxy's resend)."""
     key = new_key()
-    headers = {**ALICE, "Idempotency-Key": key}
-    wrong = [client.post(twin("no-key"), json=body("no-key-1"), headers=headers) for _ in range(2)]
-    safe = [client.post("/api/orders", json=body("no-key-1"), headers=headers) for _ in range(2)]
+    headers = {**ALICE, "Idempotency-Key": key, **bought("no-key-1")}
+    wrong = [client.post(twin("no-key"), json=order_body(), headers=headers) for _ in range(2)]
+    safe = [client.post("/api/orders", json=order_body(), headers=headers) for _ in range(2)]
 
     wrong_damage, safe_damage = damage_of(app, path("no-key")), damage_of(app, SAFE)
     report("no-key", wrong_damage, safe_damage)
@@ -142,13 +138,13 @@ def test_check_then_insert_lets_racing_duplicates_make_several_orders_and_the_sa
 ) -> None:
     """Trigger: a storm of three racing duplicates, every one of which looks before any inserts."""
     storm = 3
-    headers = {**ALICE, "Idempotency-Key": new_key()}
+    headers = {**ALICE, "Idempotency-Key": new_key(), **bought("storm-1")}
 
     held = SameInstantLooks(storm).install(monkeypatch)
-    wrong = race(storm, lambda _i: post_json(live_server.url + twin("check-then-insert"), body("storm-1"), headers))
+    wrong = race(storm, lambda _i: post_json(live_server.url + twin("check-then-insert"), order_body(), headers))
     assert held.met  # all three read "new" before any of them inserted
     looks = SameInstantLooks(storm).install(monkeypatch)
-    safe = race(storm, lambda _i: post_json(live_server.url + "/api/orders", body("storm-1"), headers))
+    safe = race(storm, lambda _i: post_json(live_server.url + "/api/orders", order_body(), headers))
     assert looks.met  # and so did the safe endpoint's three: only its claim could decide
 
     wrong_damage, safe_damage = damage_of(app, path("check-then-insert")), damage_of(app, SAFE)
@@ -193,17 +189,17 @@ def test_key_after_operation_pays_again_after_a_crash_between_the_steps_and_the_
     app: Flask, client: FlaskClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Trigger: the worker dies after the charge, before the next step; the client retries with its key."""
-    headers = {**ALICE, "Idempotency-Key": new_key()}
+    headers = {**ALICE, "Idempotency-Key": new_key(), **bought("crash-1")}
 
     die_after_the_next_charge(app, monkeypatch)
     with pytest.raises(WorkerDied):
-        client.post(twin("key-after-operation"), json=body("crash-1"), headers=headers)
-    wrong_retry = client.post(twin("key-after-operation"), json=body("crash-1"), headers=headers)
+        client.post(twin("key-after-operation"), json=order_body(), headers=headers)
+    wrong_retry = client.post(twin("key-after-operation"), json=order_body(), headers=headers)
 
     die_after_the_next_charge(app, monkeypatch)
     with pytest.raises(WorkerDied):
-        client.post("/api/orders", json=body("crash-1"), headers=headers)
-    safe_retry = client.post("/api/orders", json=body("crash-1"), headers=headers)
+        client.post("/api/orders", json=order_body(), headers=headers)
+    safe_retry = client.post("/api/orders", json=order_body(), headers=headers)
 
     wrong_damage, safe_damage = damage_of(app, path("key-after-operation")), damage_of(app, SAFE)
     report("key-after-operation", wrong_damage, safe_damage)
@@ -223,9 +219,9 @@ def test_key_deleted_after_answer_pays_a_late_retry_again_and_the_safe_path_repl
     app: Flask, client: FlaskClient
 ) -> None:
     """Trigger: a late retry, after the first answer was sent (and lost on its way back)."""
-    headers = {**ALICE, "Idempotency-Key": new_key()}
-    wrong = [client.post(twin("key-deleted-after-answer"), json=body("late-1"), headers=headers) for _ in range(2)]
-    safe = [client.post("/api/orders", json=body("late-1"), headers=headers) for _ in range(2)]
+    headers = {**ALICE, "Idempotency-Key": new_key(), **bought("late-1")}
+    wrong = [client.post(twin("key-deleted-after-answer"), json=order_body(), headers=headers) for _ in range(2)]
+    safe = [client.post("/api/orders", json=order_body(), headers=headers) for _ in range(2)]
 
     wrong_damage, safe_damage = damage_of(app, path("key-deleted-after-answer")), damage_of(app, SAFE)
     report("key-deleted-after-answer", wrong_damage, safe_damage)
@@ -240,9 +236,9 @@ def test_no_stored_result_replays_a_generic_answer_and_the_safe_path_the_first_o
     app: Flask, client: FlaskClient
 ) -> None:
     """Trigger: a replay, the same request with the same key once the first is done."""
-    headers = {**ALICE, "Idempotency-Key": new_key()}
-    wrong = [client.post(twin("no-stored-result"), json=body("replay-1"), headers=headers) for _ in range(2)]
-    safe = [client.post("/api/orders", json=body("replay-1"), headers=headers) for _ in range(2)]
+    headers = {**ALICE, "Idempotency-Key": new_key(), **bought("replay-1")}
+    wrong = [client.post(twin("no-stored-result"), json=order_body(), headers=headers) for _ in range(2)]
+    safe = [client.post("/api/orders", json=order_body(), headers=headers) for _ in range(2)]
 
     wrong_damage, safe_damage = damage_of(app, path("no-stored-result")), damage_of(app, SAFE)
     first_id, replayed = wrong[0].get_json()["id"], wrong[1].get_data(as_text=True).strip()
@@ -273,9 +269,9 @@ def test_unscoped_key_shows_another_customer_the_first_ones_order_and_the_safe_p
     key = new_key()
     results: dict[str, tuple[Any, Any]] = {}
     for url in (twin("unscoped-key"), "/api/orders"):
-        alice = client.post(url, json=body("shared-key-alice"), headers={**ALICE, "Idempotency-Key": key})
-        bob_body = body("shared-key-bob", email="bob@example.com", card_number="5555 5555 5555 4444")
-        bob = client.post(url, json=bob_body, headers={**BOB, "Idempotency-Key": key})
+        alice = client.post(url, json=order_body(), headers={**ALICE, "Idempotency-Key": key, **bought("alice-1")})
+        bob_body = order_body(email="bob@example.com", card_number="5555 5555 5555 4444")
+        bob = client.post(url, json=bob_body, headers={**BOB, "Idempotency-Key": key, **bought("bob-1")})
         results[url] = (alice, bob)
     (wrong_alice, wrong_bob), (safe_alice, safe_bob) = results.values()
 
@@ -303,8 +299,8 @@ def test_no_fingerprint_answers_a_changed_body_with_the_first_order_and_the_safe
     app: Flask, client: FlaskClient, ledger: Ledger
 ) -> None:
     """Trigger: the same key with a changed body (five mugs instead of two)."""
-    headers = {**ALICE, "Idempotency-Key": new_key()}
-    two, five = body("changed-1"), body("changed-1", items=[{"sku": "MUG-01", "quantity": 5}])
+    headers = {**ALICE, "Idempotency-Key": new_key(), **bought("changed-1")}
+    two, five = order_body(), order_body(items=[{"sku": "MUG-01", "quantity": 5}])
     wrong = [client.post(twin("no-fingerprint"), json=b, headers=headers) for b in (two, five)]
     safe = [client.post("/api/orders", json=b, headers=headers) for b in (two, five)]
 
@@ -331,8 +327,8 @@ def test_new_gateway_key_per_attempt_charges_every_retry_after_a_lost_answer_and
     app: Flask, client: FlaskClient
 ) -> None:
     """Trigger: the gateway charges but its answer is lost (card …0259); the client retries with its key."""
-    headers = {**ALICE, "Idempotency-Key": new_key()}
-    lost = body("lost-1", card_number=ANSWER_LOST_CARD)
+    headers = {**ALICE, "Idempotency-Key": new_key(), **bought("lost-1")}
+    lost = order_body(card_number=ANSWER_LOST_CARD)
     wrong = [client.post(twin("new-gateway-key-per-attempt"), json=lost, headers=headers) for _ in range(2)]
     safe = [client.post("/api/orders", json=lost, headers=headers) for _ in range(2)]
 
@@ -360,14 +356,14 @@ def test_memory_store_pays_once_per_gunicorn_worker_and_the_safe_path_once(
 
     instance = tmp_path / "gunicorn"
     instance.mkdir()
-    headers = {**ALICE, "Idempotency-Key": new_key()}
+    headers = {**ALICE, "Idempotency-Key": new_key(), **bought("workers-1")}
     with gunicorn(database_url, instance, workers=4) as [server]:
         wrong = duplicates_until_two_workers(
-            lambda: post_json(server.url + twin("memory-store"), body("workers-1"), headers),
+            lambda: post_json(server.url + twin("memory-store"), order_body(), headers),
             lambda replies: {reply.headers["Lab-Worker"] for reply in replies},
         )
         safe = duplicates_until_two_workers(
-            lambda: post_json(server.url + "/api/orders", body("workers-1"), headers),
+            lambda: post_json(server.url + "/api/orders", order_body(), headers),
             lambda _replies: workers_that_answered(app),
         )
     wrong_workers, safe_workers = {reply.headers["Lab-Worker"] for reply in wrong}, workers_that_answered(app)
@@ -507,8 +503,8 @@ def test_with_the_lab_off_every_mistake_route_is_404(
 
 
 def test_the_mistakes_page_lists_the_nine_with_their_damage_and_links(client: FlaskClient) -> None:
-    client.post(twin("no-key"), json=body("listed-1"), headers=ALICE)
-    client.post(twin("no-key"), json=body("listed-1"), headers=ALICE)
+    client.post(twin("no-key"), json=order_body(), headers={**ALICE, **bought("listed-1")})
+    client.post(twin("no-key"), json=order_body(), headers={**ALICE, **bought("listed-1")})
     page = client.get("/lab/mistakes").get_data(as_text=True)
     for mistake in MISTAKES:
         assert f'href="/lab/mistakes/{mistake.name}"' in page
@@ -560,9 +556,11 @@ def test_every_fix_a_mistake_names_exists_in_the_safe_code_and_its_test_exists(n
 def test_the_lab_and_its_damage_api_show_each_mistake_on_its_own_row(client: FlaskClient) -> None:
     for purchase in ("row-1", "row-1"):
         client.post(
-            twin("key-deleted-after-answer"), json=body(purchase), headers={**ALICE, "Idempotency-Key": "r" * 20}
+            twin("key-deleted-after-answer"),
+            json=order_body(),
+            headers={**ALICE, "Idempotency-Key": "r" * 20, **bought(purchase)},
         )
-    client.post("/api/orders", json=body("row-2"), headers={**ALICE, "Idempotency-Key": "s" * 20})
+    client.post("/api/orders", json=order_body(), headers={**ALICE, "Idempotency-Key": "s" * 20, **bought("row-2")})
     damage = client.get("/api/lab/damage").get_json()
     assert damage["by_path"]["mistake:key-deleted-after-answer"]["charged_more_than_once_cents"] == PRICE
     assert set(damage["mistakes"]) == set(BY_NAME)
@@ -636,8 +634,8 @@ def test_key_after_operation_lets_two_duplicates_at_once_both_pay_and_answers_bo
     """Its page's own trigger, "copies at once": both pay (its mistake), and both are answered 201; the
     second to finish finds the key written and writes nothing (a review found it failing with a 500)."""
     looks = SameInstantLooks(2).install(monkeypatch)
-    headers = {**ALICE, "Idempotency-Key": new_key()}
-    replies = race(2, lambda _i: post_json(live_server.url + twin("key-after-operation"), body("copies-1"), headers))
+    headers = {**ALICE, "Idempotency-Key": new_key(), **bought("copies-1")}
+    replies = race(2, lambda _i: post_json(live_server.url + twin("key-after-operation"), order_body(), headers))
     assert looks.met
     assert [r.status for r in replies] == [201, 201]
     assert damage_of(app, path("key-after-operation")) == Damage(2, 2, PRICE, 0)

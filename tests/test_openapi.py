@@ -113,7 +113,7 @@ def test_the_document_is_served_even_with_the_lab_off(client: FlaskClient) -> No
 def test_the_rules_of_the_body_are_in_the_schema_not_only_in_prose(
     document: dict[str, Any], client: FlaskClient
 ) -> None:
-    purchase = document["components"]["schemas"]["OrderRequest"]["properties"]["purchase"]
-    assert (purchase["minLength"], purchase["maxLength"], purchase["pattern"]) == (1, 64, "^[!-~]{1,64}$")
+    order_id = document["components"]["schemas"]["PaymentRequest"]["properties"]["orderId"]
+    assert (order_id["minLength"], order_id["maxLength"], order_id["pattern"]) == (1, 64, "^[!-~]{1,64}$")
     key = document["components"]["parameters"]["IdempotencyKey"]
     assert "comma" in key["description"]

@@ -30,6 +30,7 @@ from tests.helpers import (
     SLOW_CARD,
     UNAVAILABLE_CARD,
     Ledger,
+    bought,
     form_fields,
     order_body,
     race,
@@ -85,7 +86,7 @@ def damage(client_or_url: Any, prefix: str) -> dict[str, Any]:
 def test_a_payment_is_201_and_its_record_lives_in_redis_with_its_response_and_an_expiry(
     client: FlaskClient, ledger: Ledger, redis_url: str
 ) -> None:
-    created = post(client, "redis-first-payment-01", order_body(purchase="redis-one"))
+    created = post(client, "redis-first-payment-01", headers=bought("redis-one"))
     assert created.status_code == 201, created.get_json()
     [order] = ledger.orders()
     assert created.headers["Location"] == f"/api/orders/{order.public_id}"
@@ -181,8 +182,8 @@ def test_a_storm_of_duplicates_on_the_redis_route_makes_one_claim_one_order_and_
     live_server: LiveServer, ledger: Ledger
 ) -> None:
     key = str(uuid.uuid4())
-    body = order_body(SLOW_CARD, purchase=f"storm-{key}")
-    replies = race(20, lambda _i: post_json(f"{live_server.url}{ROUTE}", body, {**ALICE, "Idempotency-Key": key}))
+    body, headers = order_body(SLOW_CARD), {**ALICE, "Idempotency-Key": key, **bought(f"storm-{key}")}
+    replies = race(20, lambda _i: post_json(f"{live_server.url}{ROUTE}", body, headers))
     statuses = Counter(r.status for r in replies)
     assert set(statuses) <= {201, 409}, statuses
     assert len({r.body for r in replies if r.status == 201}) == 1
@@ -204,9 +205,9 @@ def test_after_redis_forgets_a_finished_key_the_retry_gets_the_same_order_not_a_
     client: FlaskClient, ledger: Ledger, redis_url: str
 ) -> None:
     key = "redis-forgotten-key-001"
-    first = post(client, key, order_body(purchase="forgotten"))
+    first = post(client, key, headers=bought("forgotten"))
     flush(redis_url)  # Redis loses the key: restarted without persistence, evicted, flushed
-    again = post(client, key, order_body(purchase="forgotten"))
+    again = post(client, key, headers=bought("forgotten"))
     assert again.status_code == 201 and again.get_json()["id"] == first.get_json()["id"]
     assert again.get_data() == first.get_data()  # the answer is rebuilt from the order, not replayed
     assert "Idempotent-Replayed" not in again.headers  # ... and so it cannot say it was
@@ -272,7 +273,7 @@ def test_redis_flushed_in_the_middle_of_a_run_leaves_one_order_and_one_charge_pe
 ) -> None:
     run = f"flush-{uuid.uuid4().hex[:6]}-"
     cards = [GOOD_CARD, ANSWER_LOST_CARD, UNAVAILABLE_CARD, SLOW_CARD] * 4
-    bodies = [order_body(card, purchase=f"{run}{n}") for n, card in enumerate(cards)]
+    bodies = [order_body(card) for card in cards]
 
     def pay(numbered: tuple[int, dict[str, Any]]) -> Any:
         number, body = numbered
@@ -281,6 +282,7 @@ def test_redis_flushed_in_the_middle_of_a_run_leaves_one_order_and_one_charge_pe
             "demo-alice-token",
             body,
             path=ROUTE,
+            purchase=f"{run}{number}",
             max_attempts=10,
             base_delay=0.05,
             max_delay=0.5,

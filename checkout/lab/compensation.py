@@ -20,7 +20,7 @@ from checkout.extensions import db
 from checkout.gateway import GatewayError
 from checkout.i18n import _
 from checkout.lab import lab_only
-from checkout.lab.legacy import LEGACY_PATH, legacy_gateway
+from checkout.lab.legacy import LEGACY, legacy_gateway
 from checkout.shop import orders
 from checkout.shop.compensation import REFUNDED, compensate_all
 from checkout.shop.models import FAILED, Customer
@@ -57,7 +57,7 @@ def stage_late_charge() -> str:
             priced.lines,
         )
         assert order is not None  # a new key: nothing can be there before it
-        orders.tell(orders.order_placed, path=LEGACY_PATH, order_id=order.id, purchase=None)
+        orders.tell(orders.order_placed, pipeline=LEGACY, order_id=order.id)
         end_order(order, FAILED, None)  # reconcile's ending: its stock goes back, nothing was charged
     legacy_gateway().charge(
         amount_cents=order.total_cents, currency=order.currency, card_number=GOOD_CARD, reference=order.public_id

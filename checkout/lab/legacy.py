@@ -8,7 +8,7 @@ Design: docs/design.md#checkoutlablegacypy-paying-through-a-gateway-without-keys
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from flask import Blueprint, Flask, Response, current_app, render_template
 
@@ -16,6 +16,7 @@ from checkout.extensions import csrf
 from checkout.gateway.legacy import LegacyGateway
 from checkout.idempotency import Operation
 from checkout.lab import damage, lab_only
+from checkout.lab.tables import variant
 from checkout.shop import compensation
 from checkout.shop.api import place_order, token_required
 from checkout.shop.orders import OrderView
@@ -82,11 +83,11 @@ class LegacyProvider:
         )
 
 
-LEGACY = replace(SAFE, endpoint="POST /api/lab/legacy-gateway/orders", path="legacy-gateway", provider=LegacyProvider())
-NO_LOOKUP = replace(
+LEGACY = variant(SAFE, "legacy-gateway", endpoint="POST /api/lab/legacy-gateway/orders", provider=LegacyProvider())
+NO_LOOKUP = variant(
     SAFE,
+    "legacy-gateway:no-lookup",
     endpoint="POST /api/lab/legacy-gateway/no-lookup/orders",
-    path="legacy-gateway:no-lookup",
     provider=LegacyProvider(look_up_first=False),
 )
 LEGACY_PATH, NO_LOOKUP_PATH = LEGACY.path, NO_LOOKUP.path

@@ -94,7 +94,7 @@ def run(
     rng = random.Random(seed)
     prefix = f"mass-{uuid.uuid4().hex[:8]}-"
     plans = []
-    for number in range(payments):
+    for _ in range(payments):
         card, pays = _pick_card(rng)
         product = rng.choice(products[:-1])  # not the last product: its stock is one
         quantity = rng.randint(1, 3)
@@ -102,7 +102,6 @@ def run(
             "items": [{"sku": product["sku"], "quantity": quantity}],
             "email": "mass@example.com",
             "card_number": card,
-            "purchase": f"{prefix}{number}",  # the same on every retry: what the lab counts money by
         }
         plans.append((body, product["price_cents"] * quantity if pays else 0, rng.random()))
 
@@ -119,6 +118,7 @@ def run(
             max_delay=1.0,
             timeout=timeout,
             path="/api/lab/unsafe-orders" if unsafe else path,
+            purchase=f"{prefix}{number}",  # the same on every retry: what the lab counts money by
             rng=random.Random(jitter_seed),
         )
         return Outcome(expected, result.status, len(result.attempts))

@@ -28,7 +28,7 @@ from checkout.i18n import N_
 from checkout.idempotency import STARTED, Complete, LeaseLost, MoveTo, RecordView, Scope, Settings, StoredResponse
 from checkout.idempotency.store import Held, worker_name
 from checkout.idempotency.types import COMPLETED, FINISHED, IN_PROGRESS
-from checkout.lab.tables import LabOrder
+from checkout.lab.tables import LabOrder, variant
 from checkout.shop.models import PENDING, Customer, Order
 from checkout.shop.orders import by_public_id
 from checkout.shop.placement import SAFE, PaymentEvent, settle
@@ -37,7 +37,7 @@ from checkout.shop.reconcile import Reconciled, fence
 REDIS_PATH = "store:redis"
 REDIS_ENDPOINT = "POST /api/lab/stores/redis/orders"
 # The shop's pipeline with its store swapped: the route hands it this app's RedisStore (checkout/lab/stores.py).
-PIPELINE = replace(SAFE, endpoint=REDIS_ENDPOINT, path=REDIS_PATH)
+PIPELINE = variant(SAFE, REDIS_PATH, endpoint=REDIS_ENDPOINT)
 PREFIX = "checkout:idempotency:"
 
 # Beside each record, under its own prefix: the requests that arrived while its lease was live.

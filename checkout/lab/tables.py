@@ -2,22 +2,56 @@
 and refund, the client's purchase label and how much stock was ever seeded (the shop tells it through
 signals, checkout/shop/orders.py), and the refusals under a key the audit trail has no line of
 (checkout/lab/requests.py). With the lab off nobody listens and nothing is kept.
+
+The shop names none of it: a checkout path is the lab's variant of a pipeline (``LabPipeline``), and a purchase
+is what the request says it is: the ``Lab-Purchase`` header of the lab's clients, or the cart version a browser
+paid for.
 """
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from flask import Flask
+from flask import Flask, g, has_request_context, request
 from sqlalchemy.orm import Mapped, mapped_column
 
+from checkout.client import PURCHASE_HEADER
 from checkout.database import Base, BigId, UTCDateTime, insert_ignoring_conflicts, table_of, utcnow
 from checkout.extensions import db
 from checkout.shop import orders
+from checkout.shop.models import Cart, Order
+from checkout.shop.placement import PaymentPipeline
 
 SAFE = "safe"  # an order no twin placed (or one placed while the lab was off)
+# PURCHASE_HEADER: an API client's own name for its purchase, the same on every retry and duplicate (the retry
+# client, the mass test and the mistakes' pages send it): 1 to 64 visible ASCII characters.
+_PURCHASE = re.compile(r"[\x21-\x7e]{1,64}")
+
+
+@dataclass(frozen=True)
+class LabPipeline(PaymentPipeline):
+    """One of the lab's variants of a shop pipeline: the checkout path its orders and refunds are counted under."""
+
+    path: str = SAFE
+
+
+def variant(base: PaymentPipeline, path: str, **swapped: Any) -> LabPipeline:
+    """``base`` as the lab's ``path``, with the parts ``swapped``: a mistake is a diff of the real code."""
+    return LabPipeline(**{**{f.name: getattr(base, f.name) for f in fields(base)}, **swapped, "path": path})
+
+
+def purchase_of(cart_public_id: str, version: int) -> str:
+    """The purchase a cart version is: two submits of one version are one purchase."""
+    return f"{cart_public_id}:v{version}"
+
+
+def name_the_purchase(purchase: str | None) -> None:
+    """A lab page's own form names its purchase (the unsafe checkout's hidden field) for the order it places."""
+    g.lab_purchase = purchase
 
 
 class LabOrder(Base):
@@ -26,8 +60,8 @@ class LabOrder(Base):
     order_id: Mapped[int] = mapped_column(BigId, sa.ForeignKey("orders.id", ondelete="CASCADE"), primary_key=True)
     # Which checkout placed it: "safe", or one of the lab's variants ("unsafe", "mistake:<name>", ...).
     path: Mapped[str] = mapped_column(sa.String(40), default=SAFE)
-    # The client's own name for the purchase (a form field, a JSON field), the same on every retry
-    # and every duplicate: the lab counts money per purchase with it. Never used to deduplicate.
+    # The client's own name for the purchase (``PURCHASE_HEADER``, a lab form's field, a cart version), the same
+    # on every retry and every duplicate: the lab counts money per purchase with it. Never used to deduplicate.
     purchase_ref: Mapped[str | None] = mapped_column(sa.String(64), index=True)
 
 
@@ -86,12 +120,28 @@ def listen(app: Flask) -> None:
     orders.stocked.connect(_stocked, sender=app)
 
 
-def _order_placed(_app: Flask, *, path: str, order_id: int, purchase: str | None) -> None:
-    db.session.execute(_INSERT_ORDER, {"order_id": order_id, "path": path, "purchase_ref": purchase})
+def _path_of(pipeline: object) -> str:
+    return pipeline.path if isinstance(pipeline, LabPipeline) else SAFE
 
 
-def _refund_placed(_app: Flask, *, path: str, refund_id: int) -> None:
-    db.session.execute(_INSERT_REFUND, {"refund_id": refund_id, "path": path})
+def _purchase(order_id: int) -> str | None:
+    """What the request that placed the order says its purchase is (told in that request's unit of work)."""
+    named = g.get("lab_purchase") or request.headers.get(PURCHASE_HEADER) if has_request_context() else None
+    if named is not None:
+        return named if _PURCHASE.fullmatch(named) else None
+    paid = db.session.execute(
+        sa.select(Cart.public_id, Order.cart_version).join(Cart, Cart.id == Order.cart_id).where(Order.id == order_id)
+    ).first()
+    return purchase_of(paid.public_id, paid.cart_version) if paid is not None else None
+
+
+def _order_placed(_app: Flask, *, pipeline: object, order_id: int) -> None:
+    purchase = _purchase(order_id)
+    db.session.execute(_INSERT_ORDER, {"order_id": order_id, "path": _path_of(pipeline), "purchase_ref": purchase})
+
+
+def _refund_placed(_app: Flask, *, pipeline: object, refund_id: int) -> None:
+    db.session.execute(_INSERT_REFUND, {"refund_id": refund_id, "path": _path_of(pipeline)})
 
 
 def _stocked(_app: Flask, *, sku: str, added: int) -> None:

@@ -21,26 +21,26 @@ from checkout.extensions import csrf_exempt, once
 from checkout.i18n import _
 from checkout.idempotency import NO_STORE, Done, Outcome, Refused
 from checkout.lab import lab_only
-from checkout.lab.mistakes.twin import twin
-from checkout.shop import carts, schemas
+from checkout.lab.mistakes.twin import a_new_key_per_request, twin
+from checkout.lab.tables import name_the_purchase, purchase_of, variant
+from checkout.shop import carts
 from checkout.shop.answers import BrowserOutcome, BrowserResponder
 from checkout.shop.api import REFUNDS, place_order, refund_order, token_required
-from checkout.shop.carts import purchase_of
 from checkout.shop.forms import PaymentForm
 from checkout.shop.identity import browser_customer_id, browser_identity
-from checkout.shop.placement import OrderRequest, PlaceOrder, a_new_key_per_request
+from checkout.shop.placement import OrderRequest, PlaceOrder
 from checkout.shop.schemas import RequestedLine
 
 bp = lab_only(Blueprint("unsafe", __name__))
 
 # The shop's payment with no store: the one part this checkout swaps.
 UNSAFE_PATH = "unsafe"
-UNSAFE = replace(twin("unsafe", store=NO_STORE), endpoint="POST /api/lab/unsafe-orders", path=UNSAFE_PATH)
+UNSAFE = variant(twin("unsafe", store=NO_STORE), UNSAFE_PATH, endpoint="POST /api/lab/unsafe-orders")
 UNSAFE_CHECKOUT = replace(UNSAFE, endpoint="POST /lab/unsafe-checkout")
-UNSAFE_REFUNDS = replace(
+UNSAFE_REFUNDS = variant(
     REFUNDS,
+    UNSAFE_PATH,
     endpoint="POST /api/lab/unsafe-orders/<order_id>/refunds",
-    path=UNSAFE_PATH,
     store=NO_STORE,
     order_key_of=a_new_key_per_request,
 )
@@ -96,8 +96,8 @@ def pay() -> ResponseReturnValue:
         email=form.normalized_email(),
         card_number=form.card_digits(),
         items=tuple(RequestedLine(i, line.sku, line.quantity) for i, line in enumerate(cart.lines())),
-        purchase_ref=form.purchase.data if schemas.is_purchase(form.purchase.data) else None,
     )
+    name_the_purchase(form.purchase.data or None)
     phases = PlaceOrder(request, BrowserResponder(), UNSAFE_CHECKOUT).phases()
     answers = UnsafePage(form, cart.id, cart.version)
     return once.respond(UNSAFE_CHECKOUT, phases, key="", body={}, customer=browser_identity(), answers=answers)

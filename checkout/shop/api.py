@@ -249,7 +249,6 @@ def place_order(pipeline: PaymentPipeline) -> Response:
         email=parsed.email,
         card_number=parsed.card_number,
         items=parsed.lines(),
-        purchase_ref=parsed.purchase,
     )
     respond = ApiResponder(key or None)
     return once.respond(
@@ -311,7 +310,7 @@ def refund_order(order_id: str, pipeline: PaymentPipeline) -> Response:
             RefundRequest(customer.id, order_id, pipeline.order_key_of(key), parsed.amount_cents, parsed.reason),
             ApiRefundResponder(),
             gateway(),
-            pipeline.path,
+            pipeline,
         ).phases(),
         key=key,
         # The scope is the route template; the fingerprint covers the order, so one key for two orders is a 422.

@@ -255,10 +255,5 @@ def retire_version(cart_id: int, version: int) -> None:
     )
 
 
-def purchase_of(cart_public_id: str, version: int) -> str:
-    """The purchase a cart version is: what the lab counts money by (two submits of one version are one purchase)."""
-    return f"{cart_public_id}:v{version}"
-
-
 def version_key(cart_id: int, version: int) -> str | None:
     return db.session.scalar(sa.select(CartKey.key).where(CartKey.cart_id == cart_id, CartKey.version == version))

@@ -19,7 +19,7 @@ from checkout.gateway.cards import TEST_CARDS, pretty
 from checkout.idempotency import Done, InProgress, InvalidKey, Mismatch, Outcome, Refused, Unfinished, parse_key
 from checkout.shop import carts
 from checkout.shop.answers import BrowserOutcome, BrowserResponder
-from checkout.shop.carts import CartView, purchase_of
+from checkout.shop.carts import CartView
 from checkout.shop.forms import CheckoutForm
 from checkout.shop.identity import browser_customer_id, browser_identity, known_browser_customer_id
 from checkout.shop.models import PENDING, WAS_PAID, Order, Product
@@ -190,7 +190,6 @@ def pay() -> ResponseReturnValue:
         email=email,
         card_number=card_number,
         cart=CartVersion(cart.id, version, expected_total) if cart is not None else None,
-        purchase_ref=purchase_of(cart.public_id, version) if cart is not None else None,
     )
     return once.respond(
         BROWSER,

@@ -41,7 +41,7 @@ class EmptyForm(FlaskForm):  # type: ignore[misc]  # as above: FlaskForm is Any 
 
 
 class PaymentForm(FlaskForm):  # type: ignore[misc]  # as above: FlaskForm is Any to mypy
-    """What a shopper types to pay. The lab's unsafe checkout uses just this."""
+    """What a shopper types to pay (a form without the key and the cart version may reuse just this)."""
 
     email = EmailField(
         _l("Email"),

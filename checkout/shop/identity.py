@@ -108,8 +108,9 @@ def client_key() -> str:
 
 
 # The blueprints whose views begin with the engine's look (or a unit of work): their request reads on in the token's
-# transaction. The lab's unsafe twin is one, so the bench's no-store pipeline pays what the protected one pays.
-READS_ON = frozenset({"api", "cart_api", "unsafe"})
+# transaction. An app with more of them sets app.extensions[READS_ON] to its own set.
+READS_ON = "checkout.token_read_goes_on"
+SHOP_READS_ON = frozenset({"api", "cart_api"})
 
 
 def _token_holder() -> ApiCustomer | None:
@@ -131,7 +132,8 @@ def _token_holder() -> ApiCustomer | None:
         log.warning("rate limit: the token's customer could not be read (%s); counting by address", error)
         return None
     finally:
-        reads_on = request.blueprint in READS_ON and not current_app.config["CHECKOUT_REDIS_URL"]
+        reads_on = request.blueprint in current_app.extensions.get(READS_ON, SHOP_READS_ON)
+        reads_on = reads_on and not current_app.config["CHECKOUT_REDIS_URL"]
         if not already_open and not reads_on:
             current.rollback()
 

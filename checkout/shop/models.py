@@ -134,7 +134,7 @@ class Order(Base):
     customer_id: Mapped[int] = mapped_column(BigId, sa.ForeignKey("customers.id"))
     # The client's key: with customer_id the orders' own unique constraint, the last layer.
     idempotency_key: Mapped[str] = mapped_column(sa.String(255))
-    # The cart version this order pays for (browser orders; NULL for the API and the unsafe checkout).
+    # The cart version this order pays for (browser orders; NULL for an order sent with its lines).
     cart_id: Mapped[int | None] = mapped_column(BigId, sa.ForeignKey("carts.id"))
     cart_version: Mapped[int | None]
     # What the gateway is called with: derived from the order, the same on every retry.

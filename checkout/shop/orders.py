@@ -33,8 +33,8 @@ order_items = table_of(OrderItem)
 refunds = table_of(Refund)
 
 # Told inside the unit of work that made the row, for whoever keeps accounts beside the shop (the lab, which
-# listens to its own app only): order_placed(app, path=, order_id=, purchase=), refund_placed(app, path=,
-# refund_id=), stocked(app, sku=, added=). With the lab off nobody listens.
+# listens to its own app only): order_placed(app, pipeline=, order_id=), refund_placed(app, pipeline=,
+# refund_id=), stocked(app, sku=, added=), each in the request that placed it. With the lab off nobody listens.
 _signals = Namespace()
 order_placed = _signals.signal("order-placed")
 refund_placed = _signals.signal("refund-placed")

@@ -153,7 +153,7 @@ def refund(order_id: str) -> ResponseReturnValue:
     return once.respond(
         REFUNDING,
         PlaceRefund(
-            RefundRequest(order.customer_id, order_id, key, amount, ""), BrowserRefundResponder(), gateway()
+            RefundRequest(order.customer_id, order_id, key, amount, ""), BrowserRefundResponder(), gateway(), REFUNDING
         ).phases(),
         key=key,
         body={"order_id": order_id, "amount_cents": amount},

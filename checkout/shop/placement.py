@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import enum
 import functools
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
@@ -83,7 +82,6 @@ class OrderRequest:
     card_number: str  # digits only; never stored, only handed to the gateway
     items: tuple[RequestedLine, ...] = ()  # the API's lines as sent, priced inside the claim
     cart: CartVersion | None = None  # a browser pays for one version of its cart
-    purchase_ref: str | None = None  # the client's name for the purchase, for the lab's accounting
 
 
 @dataclass(frozen=True)
@@ -140,11 +138,6 @@ def the_clients_key(key: str) -> str:
     return key
 
 
-def a_new_key_per_request(key: str) -> str:
-    """Each request an order of its own: the lab's twins, so that each shows its own mistake alone."""
-    return f"{(key or 'unkeyed')[:200]}~{uuid.uuid4().hex}"  # within the column's 255 characters
-
-
 class KeyedGateway:
     """The shop's provider: the gateway charges a key once, whoever asks and however often."""
 
@@ -183,7 +176,6 @@ class PaymentPipeline(Pipeline):
     which key. The shop's is ``SAFE``; each of the lab's variants is ``SAFE`` with one part swapped
     (checkout/lab/mistakes/twin.py), so a mistake is a diff of the real code."""
 
-    path: str = "safe"  # its name, told with every order it places (orders.order_placed: the lab's accounts)
     gateway_call_of: Callable[[OrderView], GatewayCall] = from_the_order
     order_key_of: Callable[[str], str] = the_clients_key
     provider: Provider = field(default_factory=KeyedGateway)
@@ -353,7 +345,7 @@ def _insert_order(
         lines,
     )
     if created is not None:
-        orders.tell(orders.order_placed, path=pipeline.path, order_id=created.id, purchase=request.purchase_ref)
+        orders.tell(orders.order_placed, pipeline=pipeline, order_id=created.id)
         return created, True
     existing = find_order(request.customer_id, key)
     if existing is None and request.cart is not None:

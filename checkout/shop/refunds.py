@@ -18,7 +18,17 @@ from checkout.extensions import db
 from checkout.gateway import Gateway, GatewayTimeout, GatewayUnavailable
 from checkout.gateway import Refund as GatewayRefundAnswer
 from checkout.i18n import N_
-from checkout.idempotency import Complete, MoveTo, Operation, Refuse, RetryLater, Step, StoredResponse, json_bytes
+from checkout.idempotency import (
+    Complete,
+    MoveTo,
+    Operation,
+    Pipeline,
+    Refuse,
+    RetryLater,
+    Step,
+    StoredResponse,
+    json_bytes,
+)
 from checkout.shop import orders, schemas
 from checkout.shop.answers import ProblemKind
 from checkout.shop.models import (
@@ -141,7 +151,7 @@ class PlaceRefund(Phases[RefundView]):
     request: RefundRequest
     respond: RefundResponder
     gateway: Gateway
-    path: str = "safe"  # which checkout asked (the lab's unsafe twin has its own)
+    pipeline: Pipeline  # the endpoint's, told with the refund it places
 
     def create(self, operation: Operation, _nothing: None) -> Step:
         order = orders.load(
@@ -180,7 +190,7 @@ class PlaceRefund(Phases[RefundView]):
                 "updated_at": utcnow(),
             },
         ).scalar_one()
-        orders.tell(orders.refund_placed, path=self.path, refund_id=created)
+        orders.tell(orders.refund_placed, pipeline=self.pipeline, refund_id=created)
         operation.reference = refund_id
         operation.note(RefundEvent.REFUND_CREATED, order_id=order.public_id, refund_id=refund_id, amount_cents=amount)
         operation.note(RefundEvent.GATEWAY_CALLED, refund_id=refund_id, gateway_key=refund_key_for(refund_id))

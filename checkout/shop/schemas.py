@@ -38,7 +38,7 @@ VISIBLE_ASCII = "^[!-~]{1,64}$"
 
 MAX_LINES = 50
 _SKU = re.compile(r"[A-Z0-9][A-Z0-9-]{0,31}")
-_PURCHASE = re.compile(r"[\x21-\x7e]{1,64}")
+_REFERENCE = re.compile(r"[\x21-\x7e]{1,64}")
 _DOLLARS = re.compile(r"[0-9]{1,7}(?:\.[0-9]{0,2})?")
 _CARD_CHARACTERS = frozenset("0123456789 -")
 
@@ -80,21 +80,12 @@ def clean_sku(raw: object) -> str:
     return value
 
 
-def clean_purchase(raw: object) -> str | None:
-    """The client's own name for a purchase (optional): 1 to 64 visible ASCII characters."""
-    if raw is None:
-        return None
+def clean_reference(raw: object) -> str:
+    """A client's own reference (an order id it chose): 1 to 64 visible ASCII characters."""
     value = clean_text(raw, max_length=64)
-    if not _PURCHASE.fullmatch(value):
+    if not _REFERENCE.fullmatch(value):
         raise Invalid("must be 1 to 64 visible ASCII characters")
     return value
-
-
-def is_purchase(raw: object) -> bool:
-    try:
-        return clean_purchase(raw) is not None
-    except Invalid:
-        return False
 
 
 def clean_quantity(raw: object) -> int:
@@ -164,9 +155,7 @@ DEFAULT_CARD = "4242424242424242"  # a payment sent without a card pays with the
 def clean_order_reference(raw: object) -> str:
     if raw is None:
         raise Invalid("is required: your own reference for the order, 1 to 64 visible ASCII characters")
-    found = clean_purchase(raw)
-    assert found is not None
-    return found
+    return clean_reference(raw)
 
 
 def clean_minor_units(raw: object) -> int:
@@ -211,15 +200,6 @@ class OrderRequest(Request):
     items: Annotated[list[OrderLine], Field(min_length=1, max_length=MAX_LINES), BeforeValidator(clean_lines)]
     email: Annotated[str, Field(max_length=254, json_schema_extra={"format": "email"}), BeforeValidator(clean_email)]
     card_number: Annotated[str, Field(description=CARD), BeforeValidator(clean_card_number)]
-    purchase: Annotated[
-        Reference | None,
-        Field(
-            description="Your own name for this purchase (1 to 64 visible ASCII characters), the same on every "
-            "retry: the lab counts money per purchase.",
-            json_schema_extra=omittable,
-        ),
-        BeforeValidator(clean_purchase),
-    ] = None
 
     def lines(self) -> tuple[RequestedLine, ...]:
         return tuple(RequestedLine(index, line.sku, line.quantity) for index, line in enumerate(self.items))

@@ -8,12 +8,13 @@ of these mistakes, and each twin is here to show its own.
 
 from __future__ import annotations
 
-from dataclasses import replace
+import uuid
 from typing import Any
 
 from checkout.idempotency.sql_store import SqlStore
 from checkout.lab.mistakes.models import LAB_RECORDS
-from checkout.shop.placement import SAFE, PaymentPipeline, a_new_key_per_request
+from checkout.lab.tables import LabPipeline, variant
+from checkout.shop.placement import SAFE
 
 
 class LabStore(SqlStore):
@@ -35,7 +36,13 @@ def endpoint_of(mistake: str) -> str:
     return f"POST /api/lab/mistakes/{mistake}/orders"
 
 
-def twin(name: str, **part: Any) -> PaymentPipeline:
+def a_new_key_per_request(key: str) -> str:
+    """Each request an order of its own (the orders' unique key would catch most mistakes, and each twin is
+    here to show its own)."""
+    return f"{(key or 'unkeyed')[:200]}~{uuid.uuid4().hex}"  # within the column's 255 characters
+
+
+def twin(name: str, **part: Any) -> LabPipeline:
     """``SAFE`` at the twin's endpoint, with the one part that is its mistake."""
-    fields: dict[str, Any] = {"store": LAB_STORE, **part}
-    return replace(SAFE, endpoint=endpoint_of(name), path=path_of(name), order_key_of=a_new_key_per_request, **fields)
+    swapped: dict[str, Any] = {"store": LAB_STORE, "order_key_of": a_new_key_per_request, **part}
+    return variant(SAFE, path_of(name), endpoint=endpoint_of(name), **swapped)

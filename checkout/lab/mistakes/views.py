@@ -21,6 +21,7 @@ from flask_wtf import FlaskForm
 from wtforms import IntegerField, SelectField, StringField, SubmitField
 from wtforms.validators import DataRequired, Length, NumberRange
 
+from checkout.client import PURCHASE_HEADER
 from checkout.errors import Problem
 from checkout.extensions import csrf
 from checkout.gateway.cards import TEST_CARDS, pretty
@@ -170,11 +171,11 @@ def _send_copies(mistake: Mistake, target: str, form: SendForm) -> list[http.Ans
             "items": [{"sku": "MUG-01", "quantity": form.quantity.data}],
             "email": f"{form.customer.data}@example.com",
             "card_number": form.card.data,
-            # One purchase per key, for the damage table: every retry and every copy is the same purchase.
-            "purchase": "lab-form-" + hashlib.sha256(key.encode()).hexdigest()[:16],
         }
     ).encode()
     headers = {
+        # One purchase per key, for the damage table: every retry and every copy is the same purchase.
+        PURCHASE_HEADER: "lab-form-" + hashlib.sha256(key.encode()).hexdigest()[:16],
         "Content-Type": "application/json",
         "Authorization": f"Bearer {TOKENS[form.customer.data]}",
         "Idempotency-Key": key,
