@@ -98,7 +98,9 @@ def shop_with_its_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]
 
 @pytest.fixture
 def shop_without_its_lab(tmp_path: Path) -> Iterator[str]:
-    with served_shop(tmp_path / "lab-off", lab=False) as url:
+    folder = tmp_path / "lab-off"
+    folder.mkdir()
+    with served_shop(folder, lab=False) as url:
         yield url
 
 
