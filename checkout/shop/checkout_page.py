@@ -238,9 +238,9 @@ def _answer(outcome: Outcome, form: CheckoutForm, key: str) -> ResponseReturnVal
     """Turn the engine's outcome into the page the shopper sees."""
     match outcome:
         case Done(response=stored, replayed=replayed, duplicates=duplicates):
-            return _told(BrowserOutcome.from_stored(stored), form, pressed_again=replayed or duplicates > 0)
+            return _page_for(BrowserOutcome.from_stored(stored), form, pressed_again=replayed or duplicates > 0)
         case Refused(response=stored):
-            return _told(BrowserOutcome.from_stored(stored), form, pressed_again=False)
+            return _page_for(BrowserOutcome.from_stored(stored), form, pressed_again=False)
         case InProgress():
             return _processing(key)
         case Mismatch():
@@ -256,21 +256,21 @@ def _answer(outcome: Outcome, form: CheckoutForm, key: str) -> ResponseReturnVal
     raise AssertionError(f"unknown outcome {outcome!r}")
 
 
-def _told(told: BrowserOutcome, form: CheckoutForm, pressed_again: bool) -> ResponseReturnValue:
+def _page_for(answer: BrowserOutcome, form: CheckoutForm, pressed_again: bool) -> ResponseReturnValue:
     """The page for a stored answer: the order, the processing page, or the checkout again with why."""
-    if told.outcome == "paid" and told.order_url:
+    if answer.outcome == "paid" and answer.order_url:
         # A replay, or the original of a double submit (a duplicate arrived while it ran): either
         # way Pay was pressed more than once, and whichever answer the browser shows says so (the
         # original's session cookie may be the one the browser keeps). Two tabs both say so, truly.
         if pressed_again:
-            remember_replay(told.order_url)
-        return redirect(told.order_url, 303)
-    if told.outcome == "in_progress" and told.key:
-        return _processing(told.key)
-    if told.outcome == "out_of_date":
-        return _out_of_date(_(told.reason) if told.reason else None)  # stored in English, shown translated
-    if told.outcome == "out_of_stock":
-        names = ", ".join(_(name) for name in _names_of(told.skus or []))
+            remember_replay(answer.order_url)
+        return redirect(answer.order_url, 303)
+    if answer.outcome == "in_progress" and answer.key:
+        return _processing(answer.key)
+    if answer.outcome == "out_of_date":
+        return _out_of_date(_(answer.reason) if answer.reason else None)  # stored in English, shown translated
+    if answer.outcome == "out_of_stock":
+        names = ", ".join(_(name) for name in _names_of(answer.skus or []))
         return _rerender(
             form,
             422,
@@ -282,7 +282,7 @@ def _told(told: BrowserOutcome, form: CheckoutForm, pressed_again: bool) -> Resp
         )
     # Declined, or abandoned and ended by reconcile: final under this key. The cart moved to a
     # new version in the same transaction, so the page offers another try with a new key.
-    if told.outcome == "abandoned":
+    if answer.outcome == "abandoned":
         message = _("That payment was never completed, and nothing was charged. Please pay again.")
     else:
         message = _("Your card was declined. Nothing was charged; try another card.")
@@ -295,9 +295,9 @@ def _mismatched(form: CheckoutForm, key: str) -> ResponseReturnValue:
     with another card, is told that payment never completed and is offered the cart again under a new key."""
     view = once.peek(BROWSER, key, browser_identity())
     if view is not None and view.completed and view.response is not None:
-        told = BrowserOutcome.from_stored(view.response)
-        if told.outcome == "abandoned":
-            return _told(told, form, pressed_again=False)
+        answer = BrowserOutcome.from_stored(view.response)
+        if answer.outcome == "abandoned":
+            return _page_for(answer, form, pressed_again=False)
     return render_template(
         "errors/error.html",
         title=_("This payment was already started with other details"),
@@ -336,10 +336,10 @@ def pending(key: str) -> ResponseReturnValue:
     if view is None:
         abort(404)
     if view.completed and view.response is not None:
-        told = BrowserOutcome.from_stored(view.response)
-        if told.outcome == "paid" and told.order_url:
-            remember_replay(told.order_url)
-            return redirect(told.order_url, 303)
+        answer = BrowserOutcome.from_stored(view.response)
+        if answer.outcome == "paid" and answer.order_url:
+            remember_replay(answer.order_url)
+            return redirect(answer.order_url, 303)
         return redirect(url_for("checkout.show"), 303)  # declined: the checkout offers a new try
     if not view.lease_live:
         # Released without an outcome, or its worker died: the shopper's next Pay resumes it.

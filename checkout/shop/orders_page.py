@@ -180,9 +180,9 @@ class RefundPage:
 def _refund_answer(outcome: Outcome, order: Order, form: RefundForm) -> ResponseReturnValue:
     match outcome:
         case Done(response=stored, replayed=replayed, duplicates=duplicates):
-            return _refund_told(json.loads(stored.body), order, pressed_again=replayed or duplicates > 0)
+            return _refund_page_for(json.loads(stored.body), order, pressed_again=replayed or duplicates > 0)
         case Refused(response=stored):
-            return _refund_told(json.loads(stored.body), order, pressed_again=False)
+            return _refund_page_for(json.loads(stored.body), order, pressed_again=False)
         case InProgress():
             flash(_("Your refund is still being processed; this page shows it once it is done."), "info")
             return redirect(url_for("orders.show", order_id=order.public_id), 303)
@@ -210,23 +210,23 @@ def _refund_answer(outcome: Outcome, order: Order, form: RefundForm) -> Response
     raise AssertionError(f"unknown outcome {outcome!r}")
 
 
-def _refund_told(told: dict[str, Any], order: Order, pressed_again: bool) -> ResponseReturnValue:
+def _refund_page_for(answer: dict[str, Any], order: Order, pressed_again: bool) -> ResponseReturnValue:
     """The page for a stored refund answer: the order with the refund, or the order again with why not."""
-    if told["outcome"] == "refunded":
+    if answer["outcome"] == "refunded":
         if pressed_again:
             session[REFUND_REPLAYED] = [*session.get(REFUND_REPLAYED, []), order.public_id][-REMEMBERED_REPLAYS:]
         flash(
             _(
                 "Refunded %(amount)s (refund %(refund)s).",
-                amount=format_money(told["amount_cents"], order.currency),
-                refund=told["refund_id"],
+                amount=format_money(answer["amount_cents"], order.currency),
+                refund=answer["refund_id"],
             ),
             "success",
         )
         return redirect(url_for("orders.show", order_id=order.public_id), 303)
     fresh = order_of(order.customer_id, order.public_id) or order
-    if told["outcome"] == "exceeds":
-        left = format_money(told["left_cents"], order.currency)
+    if answer["outcome"] == "exceeds":
+        left = format_money(answer["left_cents"], order.currency)
         return _render_order(
             fresh, 422, error=_("That is more than is left to refund (%(left)s). Nothing was refunded.", left=left)
         )

@@ -40,7 +40,7 @@ from checkout.shop.models import (
     Payment,
 )
 from checkout.shop.placement import (
-    ALREADY_FINAL,
+    FINISHED_MEANWHILE,
     GatewayAnswer,
     GatewayCall,
     PaymentEvent,
@@ -362,7 +362,7 @@ class PlacePayment(Phases[PaymentView]):
 
     # -- started: inside the claim's transaction ------------------------------------------
 
-    def create(self, operation: Operation, _nothing: None) -> Step:
+    def create(self, operation: Operation, _no_call: None) -> Step:
         request = self.request
         for _attempt in range(INSERT_ATTEMPTS):
             created = insert_pending(request)
@@ -441,7 +441,7 @@ class PlacePayment(Phases[PaymentView]):
     def call(self, operation: Operation) -> GatewayAnswer:
         payment = self.made(operation)
         if payment.status != PAYMENT_PENDING:
-            return ALREADY_FINAL  # finished meanwhile (reconcile, or the gateway's webhook)
+            return FINISHED_MEANWHILE  # finished meanwhile (reconcile, or the gateway's webhook)
         return charge(self.gateway, payment, self.request.payment.card_number)
 
     def record(self, operation: Operation, answer: GatewayAnswer) -> Step:

@@ -96,7 +96,7 @@ class GatewayAnswer:
         return cls(charge.status, charge.id)
 
 
-ALREADY_FINAL = GatewayAnswer("already_final")
+FINISHED_MEANWHILE = GatewayAnswer("already_final")  # no call made: the outcome was already final
 
 
 def gateway_key_for(order_public_id: str) -> str:
@@ -204,7 +204,7 @@ class Phases(Generic[Made]):
         """What the idempotency engine runs."""
         return {STARTED: Phase(commit=self.create), self.created: Phase(call=self.call, commit=self.record)}
 
-    def create(self, operation: Operation, _nothing: None) -> Step:
+    def create(self, operation: Operation, _no_call: None) -> Step:
         raise NotImplementedError
 
     def call(self, operation: Operation) -> object:
@@ -260,7 +260,7 @@ class PlaceOrder(Phases[OrderView]):
             raise Refuse(self.respond.out_of_date(N_("A price changed after this page was shown.")))
         return lines, carts.CURRENCY
 
-    def create(self, operation: Operation, _nothing: None) -> Step:
+    def create(self, operation: Operation, _no_call: None) -> Step:
         lines, currency = self._lines()
         # The order first, its stock second. The orders' own unique constraints are asked before the
         # shelf is: a late retry (its key's record purged, or forgotten by Redis) or a second key for
@@ -315,7 +315,7 @@ class PlaceOrder(Phases[OrderView]):
     def call(self, operation: Operation) -> GatewayAnswer:
         order = self.made(operation)
         if order.status != PENDING:
-            return ALREADY_FINAL  # finished meanwhile (reconcile, or the gateway's webhook)
+            return FINISHED_MEANWHILE  # finished meanwhile (reconcile, or the gateway's webhook)
         call = self.pipeline.gateway_call_of(order)
         return self.pipeline.provider.charge(operation, order, call, self.request.card_number)
 

@@ -153,7 +153,7 @@ class PlaceRefund(Phases[RefundView]):
     gateway: Gateway
     pipeline: Pipeline  # the endpoint's, told with the refund it places
 
-    def create(self, operation: Operation, _nothing: None) -> Step:
+    def create(self, operation: Operation, _no_call: None) -> Step:
         order = orders.load(
             sa.and_(
                 order_table.c.public_id == self.request.order_public_id,

@@ -39,8 +39,8 @@ def show_cart() -> ResponseReturnValue:
 def add_item() -> ResponseReturnValue:
     form = AddToCartForm()
     if not form.validate():
-        told = _("That is not a product.") if form.sku.errors else _("Choose a quantity from 1 to 99.")
-        return render_template("errors/error.html", title=_("That could not be added"), message=told), 422
+        message = _("That is not a product.") if form.sku.errors else _("Choose a quantity from 1 to 99.")
+        return render_template("errors/error.html", title=_("That could not be added"), message=message), 422
     name = carts.add(schemas.clean_sku(form.sku.data), schemas.clean_quantity(form.quantity.data))
     if name is None:
         return render_template(
