@@ -528,6 +528,8 @@ def test_each_mistake_page_shows_its_wrong_code_its_trigger_and_where_the_fix_li
     assert any(line.startswith("+") and not line.startswith("+++") for line in diff)  # ... beside the wrong one
     for line in diff:
         assert str(escape(line)) in page
+    assert "+def a_new_key_per_request(key: str) -> str:" in diff  # every twin's order key, shown as swapped too
+    assert str(escape(mistake.shared_source)) in page and "class LabStore(SqlStore):" in mistake.shared_source
     with app.test_request_context():  # its text, rendered as the page renders it (content/en/mistakes/)
         text = mistake.text
         assert text.trigger in page and str(inline(text.what)) in page and str(inline(text.fix)) in page

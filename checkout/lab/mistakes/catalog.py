@@ -26,10 +26,11 @@ from checkout.lab.mistakes import (
     no_fingerprint,
     no_key,
     no_stored_result,
+    twin,
     unscoped_key,
 )
 from checkout.lab.mistakes.twin import endpoint_of, path_of
-from checkout.shop.placement import PaymentPipeline
+from checkout.shop.placement import PaymentPipeline, the_clients_key
 
 SAFE_ENDPOINT = "POST /api/orders"
 ROOT = Path(__file__).resolve().parents[3]
@@ -108,8 +109,15 @@ class Mistake:
 
     @property
     def diff(self) -> str:
-        """The wrong part beside the real one it replaces, from the source as it is now."""
-        return "\n".join(diff_of(real, wrong) for real, wrong in self.module.REPLACES)
+        """The wrong part beside the real one it replaces, from the source as it is now, then the order key every
+        twin swaps too (so the orders' unique key, which would catch most mistakes, leaves each its own)."""
+        swapped = (*self.module.REPLACES, (the_clients_key, twin.a_new_key_per_request))
+        return "\n".join(diff_of(real, wrong) for real, wrong in swapped)
+
+    @property
+    def shared_source(self) -> str:
+        """What every twin starts from and swaps besides its mistake: its endpoint, its records' table, its key."""
+        return inspect.getsource(twin)
 
 
 MISTAKES: tuple[Mistake, ...] = (

@@ -113,4 +113,4 @@ class MemoryStore:
 
 PIPELINE = twin("memory-store", store=MemoryStore())
 SWAPPED = "store"
-REPLACES = ((SqlStore.__init__, MemoryStore.__init__),)
+REPLACES = ((SqlStore.__init__, MemoryStore.__init__), (SqlStore.claim, MemoryStore.claim))
