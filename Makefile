@@ -33,7 +33,7 @@ install: $(VENV)/.installed
 translations: $(VENV)/.installed
 	$(BIN)/pybabel -q extract -F babel.cfg -k _l -k N_ -c TRANSLATORS: --add-location=file --no-wrap --sort-by-file \
 		--project=Checkout --copyright-holder="The Checkout maintainers" -o $(TRANSLATIONS)/messages.pot checkout templates
-	$(BIN)/pybabel -q update --no-wrap --no-fuzzy-matching -i $(TRANSLATIONS)/messages.pot -d $(TRANSLATIONS)
+	$(BIN)/pybabel -q update --no-wrap --no-fuzzy-matching --ignore-obsolete -i $(TRANSLATIONS)/messages.pot -d $(TRANSLATIONS)
 	$(BIN)/pybabel -q compile -d $(TRANSLATIONS)  # so the app serves what the catalogs now say
 
 ## Bring the database schema up to date (migrations/).

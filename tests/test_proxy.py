@@ -168,7 +168,7 @@ def test_the_unsafe_checkout_behind_the_same_proxy_charges_one_press_twice(
     assert status == 504
     assert sorted(shop.name_of(upstream) for upstream in sent.upstreams) == ["app-1", "app-2"]
     assert len(orders) == 2 and {o.path for o in orders} == {"unsafe"}
-    assert len({o.purchase_ref for o in orders}) == 1  # two orders, two charges, for one purchase
+    assert len({o.purchase_ref for o in orders}) == 1 and orders[0].purchase_ref  # two orders, one purchase
     assert len(ledger.succeeded_charges()) == 2
 
 

@@ -32,7 +32,7 @@ from checkout.lab import damage, lab_only
 from checkout.shop import orders
 from checkout.shop.forms import EmptyForm
 from checkout.shop.identity import SESSION_CUSTOMER, hash_token
-from checkout.shop.models import Customer, Product
+from checkout.shop.models import PENDING, Customer, Order, OrderItem, Product
 from checkout.shop.seed import PRODUCTS
 
 bp = lab_only(Blueprint("seats", __name__))
@@ -40,6 +40,7 @@ bp = lab_only(Blueprint("seats", __name__))
 PUBLIC_PREFIX = "cus_seat_"
 MOST = 99  # two digits: seat-01 .. seat-99
 LAMP = next(product for product in PRODUCTS if product[0] == "LAST-01")  # the one of a kind exercise 10 races for
+ONE_OF_A_KIND = 1
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,8 @@ def make_seats(count: int) -> list[Seat]:
 
 def _give_a_lamp(seat: Seat, customer_id: int | None) -> None:
     """The seat's own copy of the Last-One Lamp, stock 1, told to the lab's stock accounts like every shelf."""
-    _sku, name, description, emoji, price, stock = LAMP
+    _sku, name, description, emoji, price, _stock = LAMP
+    stock = ONE_OF_A_KIND
     made = db.session.execute(
         insert_ignoring_conflicts(Product, db.session)
         .values(sku=seat.lamp_sku, name=name, description=description, emoji=emoji, price_cents=price,
@@ -147,7 +149,16 @@ def mine() -> ResponseReturnValue:
     """This browser's seat: its name, its API token for curl and the clients, its join link and its lamp."""
     seat = seat_of_this_browser()
     lamp = None if seat is None else db.session.scalar(sa.select(Product.stock).where(Product.sku == seat.lamp_sku))
-    return render_template("lab/seat.html", seat=seat, lamp=lamp, form=EmptyForm())
+    restockable = seat is not None and db.session.scalar(sa.select(_restockable(seat)))
+    return render_template("lab/seat.html", seat=seat, lamp=lamp, restockable=restockable, form=EmptyForm())
+
+
+def _restockable(seat: Seat) -> sa.ColumnElement[bool]:
+    """The seat's lamp is sold and settled: none on the shelf, and no order still paying for it (one that then
+    failed would put its lamp back beside the new one: two of a kind)."""
+    shelf_empty = sa.exists().where(Product.sku == seat.lamp_sku, Product.stock == 0)
+    paying = sa.exists().where(OrderItem.sku == seat.lamp_sku, OrderItem.order_id == Order.id, Order.status == PENDING)
+    return sa.and_(shelf_empty, ~paying)
 
 
 @bp.post("/lab/seat/lamp")
@@ -157,10 +168,9 @@ def new_lamp() -> ResponseReturnValue:
     if seat is None or not EmptyForm().validate():
         abort(400)
     with writing():
-        empty = sa.and_(Product.sku == seat.lamp_sku, Product.stock == 0)
-        put = sa.update(Product).where(empty).values(stock=LAMP[5]).returning(Product.id)
-        if db.session.execute(put).first() is not None:
-            orders.tell(orders.stocked, sku=seat.lamp_sku, added=LAMP[5])
+        put = sa.update(Product).where(Product.sku == seat.lamp_sku, _restockable(seat)).values(stock=ONE_OF_A_KIND)
+        if db.session.execute(put.returning(Product.id)).first() is not None:
+            orders.tell(orders.stocked, sku=seat.lamp_sku, added=ONE_OF_A_KIND)
             flash(_("A new lamp is on your shelf."), "success")
     return redirect(url_for("seats.mine"), 303)
 

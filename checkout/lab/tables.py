@@ -124,9 +124,20 @@ def _path_of(pipeline: object) -> str:
     return pipeline.path if isinstance(pipeline, LabPipeline) else SAFE
 
 
+def _named_purchase() -> str | None:
+    """The purchase the request names: a lab form's field, the header, or (clients written before the header)
+    a ``purchase`` field of its JSON body."""
+    if not has_request_context():
+        return None
+    body = request.get_json(silent=True) if request.is_json else None
+    sent = body.get("purchase") if isinstance(body, dict) else None
+    return g.get("lab_purchase") or request.headers.get(PURCHASE_HEADER) or (sent if isinstance(sent, str) else None)
+
+
 def _purchase(order_id: int) -> str | None:
-    """What the request that placed the order says its purchase is (told in that request's unit of work)."""
-    named = g.get("lab_purchase") or request.headers.get(PURCHASE_HEADER) if has_request_context() else None
+    """What the request that placed the order says its purchase is (told in that request's unit of work), else
+    the cart version a browser paid for."""
+    named = _named_purchase()
     if named is not None:
         return named if _PURCHASE.fullmatch(named) else None
     paid = db.session.execute(
