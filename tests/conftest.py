@@ -304,6 +304,13 @@ def relays(app: Flask, live_server: LiveServer, database_url: str) -> Iterator[t
         assert (outbox.stop(), webhooks.stop()) == (0, 0), (outbox.output(), webhooks.output())
 
 
+@pytest.hookimpl(trylast=True)  # after tests/browser/conftest.py has marked its tests
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests that start servers, drive a browser or take seconds first, each in its file's order: pytest-xdist's
+    workers take the long ones while the quick in-process ones wait, and the run does not end on one long test."""
+    items.sort(key=lambda item: not any(item.get_closest_marker(long) for long in ("server", "browser", "slow")))
+
+
 # --- the browser tests against any running shop: pytest tests/browser --base-url URL ----------
 
 # What a test needs when it looks inside the shop (its ledger, its POST counter, hooks in its code):

@@ -125,6 +125,7 @@ values = st.recursive(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300)
 @given(key=texts, customer=texts, detail=st.dictionaries(texts, values, max_size=4))
 def test_a_line_that_skips_the_scrub_is_the_line_the_scrub_would_write(

@@ -8,6 +8,7 @@ import uuid
 from typing import Any
 from urllib.parse import quote, urlencode
 
+import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 from hypothesis import HealthCheck, given, settings
@@ -46,6 +47,7 @@ def post_form(client: FlaskClient, path: str, data: dict[str, str]) -> Any:
 
 
 FUZZ = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+pytestmark = pytest.mark.slow  # 120 examples a test: seconds each
 
 
 def rejected(response: Any) -> bool:

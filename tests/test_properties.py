@@ -15,6 +15,7 @@ import uuid
 from collections import Counter, defaultdict
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 from flask import Flask
 from hypothesis import HealthCheck, settings
@@ -67,6 +68,7 @@ LEDGER_TABLES = (  # children first
 )
 
 
+@pytest.mark.slow
 def test_no_sequence_of_retries_faults_crashes_refunds_and_webhooks_breaks_an_invariant(app: Flask) -> None:
     client = app.test_client()
     secret = str(app.config["CHECKOUT_WEBHOOK_SECRET"])
