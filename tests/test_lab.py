@@ -164,6 +164,16 @@ def test_a_browser_order_is_counted_under_its_cart_version_and_an_api_order_unde
     assert {order.path for order in (browser, named, malformed)} == {"safe"}
 
 
+def test_a_client_that_still_sends_purchase_in_its_body_pays_and_its_order_is_a_purchase_of_its_own(
+    client: FlaskClient, ledger: Ledger
+) -> None:
+    """The field went to a header; the body's extra field is ignored, as any other extra field is."""
+    body = {**order_body(), "purchase": "in-the-body-1"}
+    assert post_order(client, "purchase-in-the-body-key-1", body).status_code == 201
+    [order] = ledger.orders()
+    assert order.purchase_ref is None
+
+
 def test_a_purchase_the_client_gave_up_on_is_counted_as_never_charged(client: FlaskClient) -> None:
     key = "abandoned-purchase-key-1"
     headers = {**ALICE, "Idempotency-Key": key, **bought("given-up-1")}

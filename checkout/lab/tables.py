@@ -125,13 +125,12 @@ def _path_of(pipeline: object) -> str:
 
 
 def _named_purchase() -> str | None:
-    """The purchase the request names: a lab form's field, the header, or (clients written before the header)
-    a ``purchase`` field of its JSON body."""
+    """The purchase the request names: a lab form's field, or the header. (Not the body: the API reads it once,
+    uncached, and a ``purchase`` field clients sent before the header is ignored with the body's other extras.)"""
     if not has_request_context():
         return None
-    body = request.get_json(silent=True) if request.is_json else None
-    sent = body.get("purchase") if isinstance(body, dict) else None
-    return g.get("lab_purchase") or request.headers.get(PURCHASE_HEADER) or (sent if isinstance(sent, str) else None)
+    named = g.get("lab_purchase") or request.headers.get(PURCHASE_HEADER)
+    return str(named) if named else None
 
 
 def _purchase(order_id: int) -> str | None:
