@@ -20,6 +20,7 @@ from checkout.audit import IdempotencyEvent
 from checkout.shop.models import Customer
 from tests.helpers import (
     ANSWER_LOST_CARD,
+    GOOD_CARD,
     SLOW_CARD,
     Ledger,
     add_to_cart,
@@ -168,8 +169,11 @@ def test_a_seats_lamp_cannot_be_bought_by_any_other_customer(app: Flask, runner:
     csrf = form_fields(neighbour.get("/").get_data(as_text=True), form_id=None)["csrf_token"]
     added = neighbour.post("/cart/items", data={"csrf_token": csrf, "sku": "LAST-S01", "quantity": "1"})
     assert added.status_code == 404
-    paid = pay(neighbour, seats["seat-02"][1], SAME_KEY, items=[{"sku": "LAST-S01", "quantity": 1}])
+    lamp = [{"sku": "LAST-S01", "quantity": 1}]
+    paid = pay(neighbour, seats["seat-02"][1], SAME_KEY, items=lamp)
     assert paid.status_code == 422 and "items[0].sku" in paid.get_json()["errors"]
+    listed = pay(neighbour, seats["seat-02"][1], "another-key-for-seat-2", items=lamp, email="no email").get_json()
+    assert {"email", "items[0].sku"} <= set(listed["errors"])  # with another error, it is named unknown all the same
     line = neighbour.put("/api/cart/lines/LAST-S01", json={"quantity": 1}, headers=bearer(seats["seat-02"][1]))
     assert line.status_code == 404
     assert stock_of(app, "LAST-S01") == 1
@@ -192,13 +196,20 @@ def test_two_windows_of_a_seat_race_for_its_own_lamp_and_the_neighbours_lamp_sta
     assert stock_out_of_balance(app) == {}
 
 
-def test_a_seat_puts_a_new_lamp_on_its_empty_shelf_and_the_stock_stays_balanced(
-    app: Flask, runner: FlaskCliRunner
-) -> None:
+def a_seat_that_paid_for_its_lamp(app: Flask, runner: FlaskCliRunner, card: str, status: int) -> FlaskClient:
+    """Seat 1's browser, after its API token paid for its lamp with ``card`` and was answered ``status``."""
     seats = make_seats(runner, 1)
     window = app.test_client()
     join(window, seats["seat-01"][0])
-    assert pay(window, seats["seat-01"][1], SAME_KEY, items=[{"sku": "LAST-S01", "quantity": 1}]).status_code == 201
+    lamp = [{"sku": "LAST-S01", "quantity": 1}]
+    assert pay(window, seats["seat-01"][1], SAME_KEY, items=lamp, card=card).status_code == status
+    return window
+
+
+def test_a_seat_puts_a_new_lamp_on_its_empty_shelf_and_the_stock_stays_balanced(
+    app: Flask, runner: FlaskCliRunner
+) -> None:
+    window = a_seat_that_paid_for_its_lamp(app, runner, GOOD_CARD, 201)
     page = window.get("/lab/seat").get_data(as_text=True)
     assert 'data-testid="seat-new-lamp"' in page
     csrf = form_fields(page, form_id=None)["csrf_token"]
@@ -212,11 +223,7 @@ def test_a_seat_cannot_restock_its_lamp_while_an_order_is_still_paying_for_it(
     app: Flask, runner: FlaskCliRunner
 ) -> None:
     """An order still pending may yet fail and put its lamp back: a new one beside it would make two of a kind."""
-    seats = make_seats(runner, 1)
-    window = app.test_client()
-    join(window, seats["seat-01"][0])
-    lamp = [{"sku": "LAST-S01", "quantity": 1}]
-    assert pay(window, seats["seat-01"][1], SAME_KEY, items=lamp, card=ANSWER_LOST_CARD).status_code == 503
+    window = a_seat_that_paid_for_its_lamp(app, runner, ANSWER_LOST_CARD, 503)
     page = window.get("/lab/seat").get_data(as_text=True)
     assert 'data-testid="seat-new-lamp"' not in page
     csrf = form_fields(window.get("/").get_data(as_text=True), form_id=None)["csrf_token"]  # pressed all the same

@@ -242,7 +242,8 @@ def place_order(pipeline: PaymentPipeline) -> Response:
     same reading, the same answers; only the pipeline's one swapped part differs)."""
     customer = current_customer()
     key, body = _keyed_json(takes_key=pipeline.keyed)
-    parsed = schemas.parse_order(body)  # a 422 stores nothing: the client may fix the body and reuse the key
+    # A 422 stores nothing: the client may fix the body and reuse the key.
+    parsed = schemas.parse_order(body, customer.id)
     order_request = OrderRequest(
         customer_id=customer.id,
         idempotency_key=key,

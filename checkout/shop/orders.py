@@ -367,12 +367,12 @@ _PRICES = sa.select(Product.sku, Product.name, Product.price_cents, Product.curr
 
 
 def price(items: Sequence[RequestedLine], customer_id: int | None) -> tuple[PricedLines | None, Errors]:
-    """The lines at today's prices, or the errors of the items the catalog does not offer the customer (or
-    offers nobody, with no customer)."""
+    """The lines at today's prices, or the errors of the items the catalog does not offer the customer
+    (``offered_to``: with no customer, the products reserved for nobody)."""
     if not items:
         return None, {}
     skus = {item.sku for item in items}
-    offered = _PRICES if customer_id is None else _PRICES.where(offered_to(customer_id))
+    offered = _PRICES.where(offered_to(customer_id))
     products = {row.sku: row for row in db.session.execute(offered, {"_skus": sorted(skus)})}
     errors: Errors = {}
     for item in items:

@@ -276,7 +276,7 @@ def parse(model: type[M], body: object, title: str) -> M:
         raise Refusal(422, title, "Some fields are invalid.", errors=field_errors(error)) from None
 
 
-def parse_order(body: object) -> OrderRequest:
+def parse_order(body: object, customer_id: int | None = None) -> OrderRequest:
     """An order body; its errors in one answer: the fields', a product sent twice, and the SKUs the catalog does
     not know (read only when there is an error to report; a valid order is priced inside its claim)."""
     order, errors = None, {}
@@ -292,7 +292,8 @@ def parse_order(body: object) -> OrderRequest:
             lines.append(line)
         seen.add(line.sku)
     if errors:
-        raise Refusal(422, "Invalid order", "Some fields are invalid.", errors={**errors, **price(lines, None)[1]})
+        unknown = price(lines, customer_id)[1]  # the SKUs not offered to this customer
+        raise Refusal(422, "Invalid order", "Some fields are invalid.", errors={**errors, **unknown})
     assert order is not None
     return order
 
