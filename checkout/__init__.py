@@ -116,7 +116,6 @@ def register_blueprints(app: Flask) -> None:
 
 
 def register_lab_blueprints(app: Flask) -> None:
-    from checkout.audit import on_committed
     from checkout.lab import messages, seats
     from checkout.lab.compensation import bp as compensation_bp
     from checkout.lab.legacy import bp as legacy_gateway_bp
@@ -125,7 +124,7 @@ def register_lab_blueprints(app: Flask) -> None:
     from checkout.lab.mistakes.views import bp as mistakes_bp
     from checkout.lab.redis_store import reconcile_redis_store
     from checkout.lab.requests import bp as requests_bp
-    from checkout.lab.requests import remember_traced
+    from checkout.lab.requests import listen as log_requests
     from checkout.lab.seats import bp as seats_bp
     from checkout.lab.servers import register_server_name
     from checkout.lab.stores import api_bp as redis_store_api_bp
@@ -140,7 +139,7 @@ def register_lab_blueprints(app: Flask) -> None:
     app.extensions[READS_ON] = SHOP_READS_ON | {unsafe_bp.name}  # the bench's no-store pipeline pays as the shop's
     messages.register(app)  # the loyalty consumer's wrong twin: a queue of its own, bound to the same events
     listen(app)  # the lab's own rows beside the shop's: which checkout placed each order, the stock seeded
-    on_committed(remember_traced)  # which keys a request's trail holds: the lab notes the refusals it lacks
+    log_requests(app)  # which answers were replays, for the lab's log of the requests under a key
     from checkout.lab.controls import template_switches
 
     app.context_processor(template_switches)  # the Pay button guard switch, for the checkout page

@@ -24,7 +24,7 @@ from checkout.database import utcnow
 from checkout.extensions import db
 from checkout.gateway import GatewayCharge, GatewayEvent
 from checkout.gateway.signing import HEADER, sign
-from checkout.lab.tables import LabUntraced
+from checkout.lab.tables import LabRequest
 from checkout.shop.models import Order, Product
 from checkout.shop.placement import API_ENDPOINT
 
@@ -134,13 +134,13 @@ def stock_of(app: Flask, sku: str) -> int:
 def table_counts(app: Flask) -> dict[str, int]:
     """How many rows every table holds: a rejected request must leave every count as it was.
 
-    All but the lab's list of the requests the audit trail missed, where a refused POST under a key is noted
-    on purpose (tests/test_lab_requests.py)."""
+    All but the lab's log of the requests under a key, where a known customer's refused POST is noted on
+    purpose (tests/test_lab_requests.py)."""
     with app.app_context():
         counts = {
             table.name: int(db.session.scalar(sa.select(sa.func.count()).select_from(table)) or 0)
             for table in db.metadata.sorted_tables
-            if table.name != LabUntraced.__tablename__
+            if table.name != LabRequest.__tablename__
         }
         db.session.remove()
     return counts

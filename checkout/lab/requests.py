@@ -1,117 +1,66 @@
 """GET /api/lab/requests?key=K (lab only): the requests this shop received under key K, oldest first.
 
 A test against a running shop learns how many submits reached it, and their answers, without a counter of its own.
-Built from the audit trail, and from the lab's own rows of the POSTs refused under a key with no line in it.
+A plain log: one row per POST under a key, written as it arrives and given the status its client got as it is
+answered; so it is true by construction, whatever the engine did. Only a known customer's POSTs are kept (a valid
+token, a browser session the shop gave a customer): an anonymous client cannot make the lab write.
 Design: docs/design.md#checkoutlabrequestspy-the-requests-under-a-key
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
-from flask import Blueprint, Response, current_app, has_request_context, jsonify, request, session
+from flask import Blueprint, Flask, Response, current_app, has_request_context, jsonify, request, session
 
-from checkout.audit import REQUEST_TAG, AuditEvent, IdempotencyEvent, request_tag
 from checkout.database import writing
 from checkout.errors import Problem
 from checkout.extensions import db
 from checkout.idempotency import Event, InvalidKey, parse_key
+from checkout.idempotency.signals import noted
 from checkout.lab import lab_only, seats
 from checkout.lab.ledger import iso
-from checkout.lab.tables import LabUntraced
+from checkout.lab.tables import LabRequest
 from checkout.shop.identity import SESSION_CUSTOMER, api_customer
-from checkout.shop.placement import BROWSER_ENDPOINT
-from checkout.shop.refunds import BROWSER_REFUNDS
 
 bp = lab_only(Blueprint("lab_requests", __name__))
 
 LIMIT = 1000  # requests listed at most for one key: the oldest ones
-
-# What a request whose key was in progress was answered: 409 on the API; the browser's pages differ.
-IN_PROGRESS_STATUS = {BROWSER_ENDPOINT: 202, BROWSER_REFUNDS: 303}
-ANSWERED_IN_PROGRESS = (Event.CONFLICT, Event.LEASE_LOST)
-# What a request that could not learn its outcome notes as it lets go of the key (the shop's own fault
-# events, then "released" unless a retry had taken the key over meanwhile): it was answered 503.
-ANSWERED_UNFINISHED = ("gateway_unavailable", "answer_lost", Event.RELEASED)
+# Kept in the WSGI environ, which is the request's own (flask.g is the app context's, shared by a test's requests).
+_LOGGED, _REPLAYED = "checkout.lab.logged", "checkout.lab.replayed"
 
 
 def requests_under(key: str) -> list[dict[str, Any]]:
     """The requests received under ``key``, oldest first, each with the status it was answered."""
     whose = seats.scope()  # a seat's browser: the seat's requests under that key alone
-    events = db.session.scalars(
-        sa.select(IdempotencyEvent)
-        .where(IdempotencyEvent.key == key, IdempotencyEvent.customer == whose if whose else sa.true())
-        .order_by(IdempotencyEvent.id)
-    ).all()
-    found: dict[str, dict[str, Any]] = {}
-    for event in events:
-        tag = event.detail.get(REQUEST_TAG)
-        answered = found.get(str(tag)) if tag else None
-        # A 202 with no "received" before it: a first phase refused the request as in progress, and the
-        # events it noted rolled back with the phase; the 202 was noted after.
-        if event.name == Event.RECEIVED or (answered is None and event.name == Event.ACCEPTED):
-            if len(found) >= LIMIT:
-                continue  # the oldest LIMIT requests are listed; their later steps are still read
-            # Noted outside an HTTP request (a test playing a worker): a request of its own, status unknown.
-            found[str(tag) if tag else f"event-{event.id}"] = {
-                "endpoint": event.endpoint,
-                "customer": event.customer,
-                "received_at": event.created_at,
-                "status": 202 if event.name == Event.ACCEPTED else None,
-                "replayed": False,
-            }
-            continue
-        if answered is None:
-            continue  # a step no listed request took (reconcile, the gateway's webhook, the lab's buttons)
-        if event.name == Event.REPLAYED:
-            answered.update(status=event.detail.get("status"), replayed=True)
-        elif event.name == Event.COMPLETED:
-            answered["status"] = event.detail.get("status")
-        elif event.name == Event.MISMATCH:
-            answered["status"] = 422
-        elif event.name in ANSWERED_IN_PROGRESS:
-            answered["status"] = IN_PROGRESS_STATUS.get(event.endpoint, 409)
-        elif event.name == Event.ACCEPTED:  # written after the conflict or the release it stands for
-            answered["status"] = 202
-        elif event.name in ANSWERED_UNFINISHED:
-            answered["status"] = 500 if event.detail.get("reason") == "error" else 503
-    untraced = db.session.scalars(
-        sa.select(LabUntraced)
-        .where(LabUntraced.key == key, LabUntraced.customer == whose if whose else sa.true())
-        .order_by(LabUntraced.received_at, LabUntraced.id)
+    rows = db.session.scalars(
+        sa.select(LabRequest)
+        .where(LabRequest.key == key, LabRequest.customer == whose if whose else sa.true())
+        .order_by(LabRequest.received_at, LabRequest.id)
         .limit(LIMIT)
     ).all()
-    listed = [*found.values()] + [
+    return [
         {
-            "endpoint": r.endpoint,
-            "customer": r.customer,
-            "received_at": r.received_at,
-            "status": r.status,
-            "replayed": False,
+            "endpoint": row.endpoint,
+            "customer": row.customer,
+            "received_at": iso(row.received_at),
+            "status": row.status,
+            "replayed": row.replayed,
         }
-        for r in untraced
+        for row in rows
     ]
-    listed.sort(key=lambda r: r["received_at"])  # by the moment, not its text (isoformat drops zero microseconds)
-    return [{**r, "received_at": iso(r["received_at"])} for r in listed[:LIMIT]]
 
 
-# --- the requests the trail missed -----------------------------------------------------------------------
-
-# Kept in the WSGI environ, which is the request's own (flask.g is the app context's, shared by a test's requests).
-_TRACED = "checkout.lab.traced_keys"
-_ENTRIES = frozenset({Event.RECEIVED, Event.ACCEPTED})
+def listen(app: Flask) -> None:
+    """Which requests the engine answered from a stored answer: its ``replayed`` note, in the request's environ."""
+    noted.connect(_noted, sender=app)
 
 
-def remember_traced(events: Sequence[AuditEvent]) -> None:
-    """An ``on_committed`` subscriber: the keys under which the trail lists the request being served (the events
-    that make it an entry of ``requests_under``, with its tag)."""
-    if has_request_context():
-        tag = request_tag()
-        listed = (e["key"] for e in events if e["name"] in _ENTRIES and e["detail"].get(REQUEST_TAG) == tag)
-        request.environ.setdefault(_TRACED, set()).update(listed)
+def _noted(_app: Flask, *, name: str, **_: Any) -> None:
+    if name == Event.REPLAYED and has_request_context():
+        request.environ[_REPLAYED] = True
 
 
 def _key_sent(api: bool) -> str | None:
@@ -129,38 +78,53 @@ def _endpoint(rule: str) -> str:
     return f"POST {rule.replace('<name>', name) if isinstance(name, str) else rule}"
 
 
+def _customer(api: bool) -> str | None:
+    if api:
+        customer = api_customer()
+        return customer.public_id if customer else None
+    found = session.get(SESSION_CUSTOMER)
+    return str(found) if found else None
+
+
+@bp.before_app_request
+def _received() -> None:
+    """Logged as it arrives, its status still unknown: a test sees a request at the shop while it pays."""
+    if request.method == "POST" and request.url_rule is not None:
+        _log(None)
+
+
 @bp.after_app_request
-def _note_untraced(response: Response) -> Response:
-    """A POST refused under a key (4xx), with no line of its own in the trail (refused before the engine ran, or
-    in a first phase that rolled back): the lab keeps it, so the key's list holds every request that reached the
-    shop. Not a 429 (the throttle is there so that a refusal costs little), nor a 5xx (the database may be why)."""
-    refused = 400 <= response.status_code < 500 and response.status_code != 429
-    if request.method != "POST" or request.url_rule is None or not refused:
-        return response
+def _answered(response: Response) -> Response:
+    """Its status, once answered; a request refused before ``_received`` ran (a failed CSRF check) is logged now.
+    Not a 429: the throttle, which runs first, is there so that a refusal costs little."""
+    if request.method == "POST" and request.url_rule is not None and response.status_code != 429:
+        _log(response.status_code)
+    return response
+
+
+def _log(status: int | None) -> None:
     try:
+        logged = request.environ.get(_LOGGED)
+        if logged is not None:
+            with writing(durable=False):
+                replayed = bool(request.environ.get(_REPLAYED))
+                db.session.execute(
+                    sa.update(LabRequest).where(LabRequest.id == logged).values(status=status, replayed=replayed)
+                )
+            return
         api = request.path.startswith("/api/")
         key = _key_sent(api)
-        if key is None or key in request.environ.get(_TRACED, ()):
-            return response
-        if api:
-            customer = api_customer()
-            customer_id = customer.public_id if customer else None
-        else:
-            customer_id = session.get(SESSION_CUSTOMER)
+        customer = _customer(api) if key else None
+        if key is None or customer is None or request.url_rule is None:
+            return
+        row = LabRequest(key=key, endpoint=_endpoint(request.url_rule.rule), customer=customer, status=status)
         with writing(durable=False):
-            db.session.add(
-                LabUntraced(
-                    key=key,
-                    endpoint=_endpoint(request.url_rule.rule),
-                    customer=customer_id,
-                    status=response.status_code,
-                )  # received_at: now, as it is answered (a refusal takes no time to speak of)
-            )
+            db.session.add(row)
+        request.environ[_LOGGED] = row.id
     except Exception as error:  # a lab note never changes the answer
         with contextlib.suppress(Exception):
             db.session.rollback()
-        current_app.logger.warning("the lab could not note a refused request: %r", error)
-    return response
+        current_app.logger.warning("the lab could not note a request: %r", error)
 
 
 @bp.get("/api/lab/requests")

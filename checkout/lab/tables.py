@@ -1,7 +1,7 @@
 """What the lab keeps beside the shop's rows, in its own tables: which checkout placed each order
 and refund, the client's purchase label and how much stock was ever seeded (the shop tells it through
-signals, checkout/shop/orders.py), and the refusals under a key the audit trail has no line of
-(checkout/lab/requests.py). With the lab off nobody listens and nothing is kept.
+signals, checkout/shop/orders.py), and the log of the requests under a key (checkout/lab/requests.py). With
+the lab off nobody listens and nothing is kept.
 
 The shop names none of it: a checkout path is the lab's variant of a pipeline (``LabPipeline``), and a purchase
 is what the request says it is: the ``Lab-Purchase`` header of the lab's clients, or the cart version a browser
@@ -81,17 +81,17 @@ class LabStock(Base):
     seeded: Mapped[int] = mapped_column(default=0)
 
 
-class LabUntraced(Base):
-    """A POST refused under a key that left no line in the audit trail: before the engine ran (a bad token,
-    body or key) or in a first phase that rolled back. /api/lab/requests lists it."""
+class LabRequest(Base):
+    """A known customer's POST under a key, as it was answered: /api/lab/requests lists them (requests.py)."""
 
-    __tablename__ = "lab_untraced_requests"
+    __tablename__ = "lab_requests"
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
     key: Mapped[str] = mapped_column(sa.String(255), index=True)
     endpoint: Mapped[str] = mapped_column(sa.String(100))
-    customer: Mapped[str | None] = mapped_column(sa.String(64))
-    status: Mapped[int]
+    customer: Mapped[str] = mapped_column(sa.String(64))
+    status: Mapped[int | None]  # None until it is answered (or if its worker died first)
+    replayed: Mapped[bool] = mapped_column(default=False)
     received_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 

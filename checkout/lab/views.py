@@ -38,7 +38,7 @@ from checkout.lab.ledger import (
 )
 from checkout.lab.mistakes.catalog import MISTAKES
 from checkout.lab.sequence import sequence_svg
-from checkout.lab.tables import LabUntraced
+from checkout.lab.tables import LabRequest
 from checkout.shop import orders, payments
 from checkout.shop.forms import EmptyForm
 from checkout.shop.identity import browser_identity
@@ -243,8 +243,8 @@ def purge_keys() -> ResponseReturnValue:
     whose = seats.scope()  # a seat purges its own keys, never its neighbours'
     purged = once.store.purge(expired_by=utcnow() + timedelta(seconds=lifetime + 1), customer=whose)
     with writing():
-        untraced = sa.delete(LabUntraced)  # and the lab's list of refusals: no record to keep it by
-        db.session.execute(untraced if whose is None else untraced.where(LabUntraced.customer == whose))
+        logged = sa.delete(LabRequest)  # and the lab's log of the requests under those keys
+        db.session.execute(logged if whose is None else logged.where(LabRequest.customer == whose))
     flash(
         _(
             "Purged %(count)s completed keys, as if their lifetime had run out: their records, stored answers and "
