@@ -64,13 +64,9 @@ serve: seed
 	$(HONCHO) start -f Procfile.serve --port $(PORT) $(PROCESSES)
 
 ## Serve it behind nginx on HOST:PORT: two gunicorn servers on the next two ports, one database, the relays (exercise 14).
-proxy:
-	@PATH="$$PATH:/usr/sbin:/usr/local/sbin" command -v nginx >/dev/null 2>&1 || { \
-		echo "make proxy needs nginx, and there is none on this machine. Debian or Ubuntu: sudo apt-get install nginx"; \
-		echo "(make proxy runs its own nginx as an ordinary process; the system's nginx service can stay stopped)."; \
-		exit 1; }
-	@$(MAKE) --no-print-directory seed
+proxy: seed
 	CHECKOUT_SHOP_URL=$(CHECKOUT_SHOP_URL) $(BIN)/python -m checkout.lab.proxy --listen $(HOST):$(PORT)
+	$(HONCHO) start -f Procfile.proxy -e $(abspath $(INSTANCE))/proxy/proxy.env nginx app-1 app-2 $(filter-out web,$(PROCESSES))
 
 ## Start a fresh workshop: an empty development database and mailbox, migrated and seeded (secrets kept; stop the shop first).
 reset-lab: install

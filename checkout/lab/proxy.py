@@ -1,10 +1,11 @@
 """``make proxy``: the shop behind Debian's nginx, two app servers on one database, a proxy that resends.
 
-    .venv/bin/python -m checkout.lab.proxy --listen 127.0.0.1:5000
+    .venv/bin/python -m checkout.lab.proxy --listen 127.0.0.1:5000   # then: honcho start -f Procfile.proxy
 
-nginx (``deploy/nginx/checkout.conf.template``, filled in here) waits ``--read-timeout`` for the answer to a POST it
-may resend, then sends it to the other server. The tests start the same configuration in front of their own servers
-(``nginx()`` below).
+This writes nginx's files (``deploy/nginx/checkout.conf.template``, filled in) and ``proxy.env`` into the instance
+folder's ``proxy/``; honcho starts nginx, the two servers and the relays from ``Procfile.proxy`` with it. nginx
+waits ``--read-timeout`` for the answer to a POST it may resend, then sends it to the other server. The tests start
+the same configuration in front of their own servers (``nginx()`` below).
 Design: docs/operations.md#several-workers-several-servers
 """
 
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
 import os
 import re
 import shutil
@@ -21,14 +21,11 @@ import socket
 import subprocess
 import sys
 import threading
-import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
-
-from checkout.config import parse_bool
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "deploy" / "nginx" / "checkout.conf.template"
@@ -36,14 +33,6 @@ SERVER_NAMES = ("app-1", "app-2")
 READ_TIMEOUT = "1s"  # shorter than the slow card (CHECKOUT_SLOW_CARD_SECONDS, 3 s): the workshop sees the resend
 _NGINX_TIME = re.compile(r"(\d+)(ms|s|m|h|d)?")  # one part of an nginx time: 1m30s is two
 _NGINX_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
-# The Procfile's relays: one of each is enough for the one database both servers share (they claim before they send).
-RELAYS = (
-    ("outbox", ("outbox", "relay", "--forever")),
-    ("webhooks", ("gateway", "deliver", "--forever")),
-    ("events", ("events", "publish", "--forever")),
-    ("loyalty", ("events", "consume", "loyalty", "--forever")),
-)
-SWITCHES = {"outbox": "CHECKOUT_OUTBOX_RELAY", "loyalty": "CHECKOUT_LOYALTY_CONSUMER"}  # off: run it by hand
 HOW_TO_GET_NGINX = """\
 make proxy needs nginx, and there is none on this machine (looked in PATH, /usr/sbin, /usr/local/sbin).
   Debian or Ubuntu:  sudo apt-get install nginx
@@ -101,6 +90,21 @@ def site_config(*, listen: str, app_servers: Sequence[str], read_timeout: str, a
             "PROXY_ACCESS_LOG": access_log,
         },
     )
+
+
+def _write_config(
+    prefix: Path, listen: str, app_servers: Sequence[str], read_timeout: str, access_log: str, error_log: str
+) -> Path:
+    """nginx.conf and the site file in ``prefix``, with the temporary folders nginx wants: nginx.conf's path."""
+    for folder in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
+        (prefix / "temp" / folder).mkdir(parents=True, exist_ok=True)
+    site = prefix / "checkout.conf"
+    site.write_text(
+        site_config(listen=listen, app_servers=app_servers, read_timeout=read_timeout, access_log=access_log)
+    )
+    conf = prefix / "nginx.conf"
+    conf.write_text(main_config(prefix, site, error_log))
+    return conf
 
 
 def main_config(prefix: Path, site: Path, error_log: str) -> str:
@@ -237,13 +241,8 @@ def nginx(
         raise NginxMissing(HOW_TO_GET_NGINX)
     if not port_is_free(listen):
         raise RuntimeError(f"{listen} is taken: stop what serves there (make run? make serve?), or pick another PORT")
-    for folder in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
-        (prefix / "temp" / folder).mkdir(parents=True, exist_ok=True)
     access = access_log or str(prefix / "access.log")
-    site = prefix / "checkout.conf"
-    site.write_text(site_config(listen=listen, app_servers=app_servers, read_timeout=read_timeout, access_log=access))
-    conf = prefix / "nginx.conf"
-    conf.write_text(main_config(prefix, site, error_log or str(prefix / "error.log")))
+    conf = _write_config(prefix, listen, app_servers, read_timeout, access, error_log or str(prefix / "error.log"))
     command = [executable, "-p", str(prefix), "-c", str(conf)]
     check = subprocess.run([*command, "-t", "-q"], capture_output=True, text=True, check=False)
     if check.returncode != 0:
@@ -256,139 +255,72 @@ def nginx(
         stop(process, signal.SIGQUIT)
 
 
-# --- make proxy ------------------------------------------------------------------------------------
+# --- make proxy: the files honcho starts Procfile.proxy with ------------------------------------------------
 
 
-def _serving(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/api/products", timeout=2) as response:
-            return bool(response.status == 200)
-    except OSError:
-        return False
-
-
-def _echo(name: str, stream: IO[bytes], lock: threading.Lock) -> None:
-    """Every line a process writes, after its name: which server said what."""
-    for raw in iter(stream.readline, b""):
-        with lock:
-            sys.stdout.write(f"{name:>8} | {raw.decode(errors='replace')}")
-            sys.stdout.flush()
-
-
-def _start(name: str, command: list[str], env: dict[str, str], lock: threading.Lock) -> subprocess.Popen[bytes]:
-    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    assert process.stdout is not None
-    threading.Thread(target=_echo, args=(name, process.stdout, lock), daemon=True).start()
-    return process
-
-
-def _instance_folder() -> Path:
-    """Where the app keeps its secrets and SQLite file (what create_app uses), and nginx its files."""
-    return Path(os.environ.get("CHECKOUT_INSTANCE_PATH") or ROOT / "instance").resolve()
+def prepare(
+    prefix: Path, *, listen: str, app_servers: Sequence[str], read_timeout: str, environ: Mapping[str, str]
+) -> dict[str, str]:
+    """nginx's files in ``prefix`` (checked with ``nginx -t``), and the environment the Procfile's processes share:
+    nginx's command line, both servers' addresses, the cap on ``Prefer: wait`` (unless ``environ`` sets one)."""
+    executable = find_nginx()
+    if executable is None:
+        raise NginxMissing(HOW_TO_GET_NGINX)
+    cap = wait_cap(read_timeout)
+    taken = [address for address in (listen, *app_servers) if not port_is_free(address)]
+    if taken:
+        raise RuntimeError(f"make proxy needs {', '.join(taken)}: stop what serves there, or pick another PORT.")
+    conf = _write_config(prefix, listen, app_servers, read_timeout, "/dev/stdout", "stderr")
+    check = subprocess.run([executable, "-p", str(prefix), "-c", str(conf), "-t", "-q"], capture_output=True, text=True)
+    if check.returncode != 0:
+        raise RuntimeError(f"nginx refused {conf}:\n{check.stderr.strip()}")
+    return {
+        "PROXY_NGINX": executable,
+        "PROXY_PREFIX": str(prefix),
+        "PROXY_APP_1": app_servers[0],
+        "PROXY_APP_2": app_servers[1],
+        "CHECKOUT_MAX_WAIT_SECONDS": environ.get("CHECKOUT_MAX_WAIT_SECONDS", str(cap)),
+        "CHECKOUT_SHOP_URL": environ.get("CHECKOUT_SHOP_URL") or f"http://{listen}",  # the lab's forms, webhooks
+        "GUNICORN_WORKERS": environ.get("GUNICORN_WORKERS", "2"),
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m checkout.lab.proxy",
-        description="The shop behind nginx: two gunicorn servers on one database, a proxy that resends (make proxy).",
+        description="Write nginx's files and the environment honcho starts Procfile.proxy with (make proxy).",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     parser.add_argument("--listen", default="127.0.0.1:5000", help="nginx's address; the servers get the next 2 ports")
+    parser.add_argument("--servers", help="the two servers' addresses, comma-separated (default: the next 2 ports)")
     parser.add_argument(
         "--read-timeout",
         default=READ_TIMEOUT,
         help="how long nginx waits for the answer to a POST it resends (reads: 5 s, other POSTs: 60 s)",
     )
-    parser.add_argument("--workers", default=os.environ.get("GUNICORN_WORKERS", "2"), help="gunicorn workers each")
+    parser.add_argument("--prefix", type=Path, help="nginx's folder (default: the instance folder's proxy/)")
     args = parser.parse_args(argv)
-
-    if find_nginx() is None:
-        print(HOW_TO_GET_NGINX, file=sys.stderr)
-        return 1
-    try:
-        cap = wait_cap(args.read_timeout)
-    except ValueError as problem:
-        print(problem, file=sys.stderr)
-        return 1
     host, port = _split(args.listen)
-    app_servers = [f"{host}:{port + 1}", f"{host}:{port + 2}"]
-    taken = [address for address in (args.listen, *app_servers) if not port_is_free(address)]
-    if taken:
-        print(f"make proxy needs {', '.join(taken)}: stop what serves there, or pick another PORT.", file=sys.stderr)
-        return 1
+    servers = args.servers.split(",") if args.servers else [f"{host}:{port + 1}", f"{host}:{port + 2}"]
+    environ = os.environ
+    prefix = (args.prefix or Path(environ.get("CHECKOUT_INSTANCE_PATH") or ROOT / "instance") / "proxy").resolve()
     try:
-        relays = [relay for relay in RELAYS if _switched_on(relay[0])]
-    except ValueError as problem:
-        print(f"CHECKOUT_OUTBOX_RELAY or CHECKOUT_LOYALTY_CONSUMER is not valid: {problem}", file=sys.stderr)
-        return 1
-    shop_url = os.environ.get("CHECKOUT_SHOP_URL") or f"http://{args.listen}"
-    prefix = _instance_folder() / "proxy"
-    lock = threading.Lock()
-    servers: list[tuple[str, str, subprocess.Popen[bytes]]] = []
-    relaying: list[tuple[str, subprocess.Popen[bytes]]] = []
-    stopping = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
-    try:
-        for name, address in zip(SERVER_NAMES, app_servers, strict=True):
-            env = {
-                "CHECKOUT_MAX_WAIT_SECONDS": str(cap),  # unless the environment says otherwise
-                **os.environ,
-                "CHECKOUT_SHOP_URL": shop_url,  # the lab's controls and the webhooks go through the proxy too
-                "CHECKOUT_SERVER_NAME": name,  # the lab's timeline says which server took each step
-                "GUNICORN_WORKERS": str(args.workers),
-            }
-            command = [sys.executable, "-m", "gunicorn", "--config", str(ROOT / "gunicorn.conf.py"), "--bind", address]
-            servers.append((name, address, _start(name, [*command, "checkout:create_app()"], env, lock)))
-        for name, address, process in servers:
-            _wait(functools.partial(_serving, f"http://{address}"), process, f"{name} on {address}", timeout=60)
-        # PYTHONUNBUFFERED: each line as it is written, not a pipe's buffer later.
-        relay_env = {**os.environ, "CHECKOUT_SHOP_URL": shop_url, "PYTHONUNBUFFERED": "1"}
-        for name, arguments in relays:
-            command = [sys.executable, "-m", "flask", "--app", "checkout", *arguments]
-            relaying.append((name, _start(name, command, relay_env, lock)))
-        reader, writer = os.pipe()
-        with nginx(
-            prefix,
-            listen=args.listen,
-            app_servers=app_servers,
-            read_timeout=args.read_timeout,
-            access_log="/dev/stdout",
-            error_log="stderr",
-            output=writer,
-        ) as proxy:
-            os.close(writer)
-            threading.Thread(target=_echo, args=("nginx", os.fdopen(reader, "rb"), lock), daemon=True).start()
-            with lock:
-                print(
-                    f"\nThe shop, behind nginx: {proxy.url}  (the lab: {proxy.url}/lab)\n"
-                    + "".join(f"  {name}: http://{address}\n" for name, address, _ in servers)
-                    + f"  relays: {', '.join(name for name, _ in relaying) or 'none'} (their own processes)\n"
-                    + f"nginx waits {args.read_timeout} for a payment's answer, then sends the POST to the other "
-                    "server; each line of nginx's log names the servers a request went to.\n"
-                    "Ctrl-C stops them all.\n",
-                    flush=True,
-                )
-            watched = [proxy.process, *(process for _, _, process in servers), *(process for _, process in relaying)]
-            while not stopping.wait(0.5):
-                if any(process.poll() is not None for process in watched):
-                    print("A server, a relay or nginx stopped; stopping the others.", file=sys.stderr)
-                    return 1
-    except KeyboardInterrupt:
-        pass
-    except (RuntimeError, NginxMissing) as problem:
+        env = prepare(
+            prefix, listen=args.listen, app_servers=servers, read_timeout=args.read_timeout, environ=os.environ
+        )
+    except (RuntimeError, ValueError, NginxMissing) as problem:
         print(problem, file=sys.stderr)
         return 1
-    finally:
-        for process in [*(process for _, process in relaying), *(process for _, _, process in servers)]:
-            stop(process)
+    (prefix / "proxy.env").write_text("".join(f"{name}={value}\n" for name, value in env.items()))
+    print(
+        f"\nThe shop, behind nginx: http://{args.listen}  (the lab: http://{args.listen}/lab)\n"
+        f"  app-1: http://{servers[0]}\n  app-2: http://{servers[1]}\n"
+        f"nginx waits {args.read_timeout} for a payment's answer, then sends the POST to the other server; each line "
+        "of nginx's log names the servers a request went to. A server that stops leaves nginx and the other one "
+        "serving. Ctrl-C stops them all.\n",
+        flush=True,
+    )
     return 0
-
-
-def _switched_on(process: str) -> bool:
-    """CHECKOUT_OUTBOX_RELAY or CHECKOUT_LOYALTY_CONSUMER, read as the app reads it (off for exercises 9 and 17,
-    which run that process by hand)."""
-    setting = SWITCHES.get(process)
-    return setting is None or parse_bool(os.environ.get(setting, "true"))
 
 
 if __name__ == "__main__":
