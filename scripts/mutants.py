@@ -192,7 +192,7 @@ MUTATIONS: tuple[Mutation, ...] = (
             "The owner token is still passed and ignored; the UPDATE keeps its state check, so only a lost owner"
             " that writes while the new owner is still at work shows the difference."
         ),
-        edits=(Edit("checkout/idempotency/sql_store.py", ', c.locked_by == sa.bindparam("_owner")', ""),),
+        edits=(Edit("checkout/idempotency/store.py", ', c.locked_by == sa.bindparam("_owner")', ""),),
         tests=(
             "tests/browser/test_layers.py::test_a_payment_whose_lease_was_taken_over_mid_charge_writes_nothing",
             "tests/test_failures.py::test_a_worker_whose_lease_was_taken_over_cannot_write",

@@ -7,7 +7,7 @@ implements store.py's RecordStore. The guide: docs/engine.md.
     edge.py    Idempotency (the extension), Pipeline, respond, idempotent: the HTTP edge
     engine.py  look, claim, wait, take over, advance through the phases; the seam of a store outside the database
     carry.py   the threads that carry an operation answered 202 to its outcome
-    store.py   the RecordStore port; sql_store.py, the records in the app's database; models.py, their table
+    store.py   the RecordStore port, and SqlStore: the records in the app's database; models.py, their table
     types.py   scopes, settings, the steps a phase ends with; outcomes.py, what a phase may raise and how it ends
     keys.py    what a key may look like, and the fingerprint stored with it
     units.py   units of work over the app's session (SQLite's BEGIN IMMEDIATE); signals.py, what the engine tells

@@ -25,8 +25,7 @@ from .keys import InvalidKey, fingerprint, parse_key
 from .models import record_table
 from .outcomes import Done, InProgress, Mismatch, Outcome, Refused, Unfinished
 from .signals import listening, note
-from .sql_store import SqlStore
-from .store import NO_STORE, RecordStore
+from .store import NO_STORE, RecordStore, SqlStore
 from .types import STARTED, Complete, Event, RecordView, Scope, Settings, Step, StoredResponse
 from .units import WRITE_OPTION, configure_sqlite, writing
 

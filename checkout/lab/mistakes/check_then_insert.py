@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from checkout.database import Base
 from checkout.idempotency import RecordView, Scope
 from checkout.idempotency.models import record_columns, record_table
-from checkout.idempotency.sql_store import SqlStore
+from checkout.idempotency.store import SqlStore
 from checkout.lab.mistakes.twin import twin
 
 

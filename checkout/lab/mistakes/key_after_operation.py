@@ -11,8 +11,7 @@ from datetime import timedelta
 from checkout.database import insert_ignoring_conflicts, utcnow
 from checkout.extensions import db
 from checkout.idempotency import STARTED, Complete, MoveTo, Scope, Settings
-from checkout.idempotency.sql_store import SqlStore
-from checkout.idempotency.store import Held
+from checkout.idempotency.store import Held, SqlStore
 from checkout.idempotency.types import COMPLETED, FINISHED
 from checkout.lab.mistakes.twin import LabStore, twin
 

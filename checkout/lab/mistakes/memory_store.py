@@ -11,8 +11,7 @@ from dataclasses import replace
 
 from checkout.database import utcnow
 from checkout.idempotency import STARTED, Complete, LeaseLost, MoveTo, RecordView, Scope, Settings
-from checkout.idempotency.sql_store import SqlStore
-from checkout.idempotency.store import Held, worker_name
+from checkout.idempotency.store import Held, SqlStore, worker_name
 from checkout.idempotency.types import COMPLETED, FINISHED, IN_PROGRESS
 from checkout.lab.mistakes.twin import twin
 

@@ -6,8 +6,7 @@ The shop's payment with one part swapped; its page's words: content/<language>/m
 from __future__ import annotations
 
 from checkout.idempotency import NO_STORE
-from checkout.idempotency.sql_store import SqlStore
-from checkout.idempotency.store import NoStore
+from checkout.idempotency.store import NoStore, SqlStore
 from checkout.lab.mistakes.twin import twin
 
 # THE MISTAKE: no store at all, so no key is read and none is kept: every request is a new payment.

@@ -6,8 +6,7 @@ The shop's payment with one part swapped; its page's words: content/<language>/m
 from __future__ import annotations
 
 from checkout.idempotency import Complete, MoveTo, Settings, StoredResponse
-from checkout.idempotency.sql_store import SqlStore
-from checkout.idempotency.store import Held
+from checkout.idempotency.store import Held, SqlStore
 from checkout.lab.mistakes.twin import LabStore, twin
 
 ALREADY_PROCESSED = StoredResponse(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from checkout.idempotency.sql_store import SqlStore
+from checkout.idempotency.store import SqlStore
 from checkout.lab.mistakes.models import LAB_RECORDS
 from checkout.lab.tables import LabPipeline, variant
 from checkout.shop.placement import SAFE
