@@ -22,7 +22,7 @@ from checkout.gateway.relay import deliverer, webhook_url
 from checkout.gateway.webhooks import Delivery
 from checkout.mail.relay import INTERVAL_SECONDS as OUTBOX_INTERVAL_SECONDS
 from checkout.shop.compensation import REFUNDED, Orphan, compensate_all
-from checkout.shop.placement import gateway
+from checkout.shop.payment import gateway
 from checkout.shop.reconcile import reconcile
 from checkout.shop.reconciliation_report import reconciliation_report
 from checkout.shop.seed import seed

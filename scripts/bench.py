@@ -81,7 +81,7 @@ from checkout.extensions import db  # noqa: E402
 from checkout.gateway.models import SUCCEEDED, GatewayCharge  # noqa: E402
 from checkout.idempotency.types import COMPLETED, FINISHED  # noqa: E402
 from checkout.shop.models import Order  # noqa: E402
-from checkout.shop.placement import API_ENDPOINT  # noqa: E402
+from checkout.shop.payment import API_ENDPOINT  # noqa: E402
 from checkout.shop.seed import seed  # noqa: E402
 
 DEFAULT_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"

@@ -173,7 +173,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         ),
         edits=(
             Edit(
-                "checkout/shop/placement.py",
+                "checkout/shop/payment.py",
                 "    return GatewayCall(order.gateway_key, order.public_id)\n",
                 '    return GatewayCall(gateway_key_for(public_id("try")), order.public_id)'
                 "  # mutant: a new key per attempt\n",

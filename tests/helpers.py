@@ -26,7 +26,7 @@ from checkout.gateway import GatewayCharge, GatewayEvent
 from checkout.gateway.signing import HEADER, sign
 from checkout.lab.tables import LabRequest
 from checkout.shop.models import Order, Product
-from checkout.shop.placement import API_ENDPOINT
+from checkout.shop.payment import API_ENDPOINT
 
 ALICE = {"Authorization": "Bearer demo-alice-token"}
 BOB = {"Authorization": "Bearer demo-bob-token"}
@@ -229,7 +229,7 @@ def claim_as_a_dying_worker(
     from checkout.idempotency.engine import Asked, begin
     from checkout.shop.answers import ApiResponder
     from checkout.shop.models import Customer
-    from checkout.shop.placement import SAFE, OrderRequest, PlaceOrder
+    from checkout.shop.payment import SAFE, OrderRequest, PlaceOrder
     from checkout.shop.schemas import parse_order
 
     with app.app_context():
@@ -252,7 +252,7 @@ def claim_as_a_dying_worker(
 
 def charge_as_its_holder(app: Flask, reference: str, gateway_key: str, amount: tuple[int, str]) -> str:
     """What a holder's gateway call does before its answer comes back: the gateway charges the key. The charge id."""
-    from checkout.shop.placement import gateway
+    from checkout.shop.payment import gateway
 
     cents, currency = amount
     with app.app_context():

@@ -47,7 +47,7 @@ def claim_payment_as_a_dying_worker(app: Flask, key: str, body: dict[str, Any], 
     from checkout.idempotency.engine import Asked, begin
     from checkout.shop.models import Customer
     from checkout.shop.payments import API_PAYMENTS, ApiPaymentResponder, PaymentRequest, PlacePayment
-    from checkout.shop.placement import gateway
+    from checkout.shop.payment import gateway
     from checkout.shop.schemas import PaymentRequest as PaymentBody
     from checkout.shop.schemas import parse
 

@@ -17,7 +17,7 @@ from checkout.gateway.models import GatewayRefund
 from checkout.lab.compensation import stage_late_charge
 from checkout.shop.compensation import REFUNDED, WAITING, Compensation, compensate_all, compensation_key, orphans
 from checkout.shop.models import FAILED
-from checkout.shop.placement import gateway
+from checkout.shop.payment import gateway
 from checkout.shop.reconcile import reconcile
 from tests.helpers import ALICE, Ledger, order_body
 from tests.mailing import flask_here, flask_process

@@ -90,7 +90,7 @@ def test_reconcile_fences_the_gateway_key_so_a_late_charge_under_it_is_refused(
     app: Flask, client: Any, runner: FlaskCliRunner, ledger: Ledger
 ) -> None:
     from checkout.gateway import GatewayError
-    from checkout.shop.placement import gateway
+    from checkout.shop.payment import gateway
     from tests.helpers import UNAVAILABLE_CARD, post_order
 
     key = str(uuid.uuid4())

@@ -31,7 +31,7 @@ from checkout.gateway.webhooks import body_of
 from checkout.lab.tables import LabStock
 from checkout.mail.outbox import ORDER_CONFIRMATION, REFUND_RECEIPT, OutboxMessage
 from checkout.shop.models import HOLDS_STOCK, REFUND_SUCCEEDED, REFUNDED, Order, OrderItem, Product, Refund
-from checkout.shop.placement import gateway
+from checkout.shop.payment import gateway
 from checkout.shop.reconcile import reconcile
 from tests.helpers import (
     ALICE,

@@ -414,7 +414,7 @@ def test_a_record_redis_forgets_during_the_first_phase_leaves_its_loss_in_the_tr
 ) -> None:
     """The order is committed, then its step finds no record in Redis: the request answers 409 (a retry
     claims again and finds the order), and the audit trail says what happened (it lost that note before)."""
-    from checkout.shop.placement import PlaceOrder
+    from checkout.shop.payment import PlaceOrder
 
     real = PlaceOrder.create
 

@@ -14,7 +14,7 @@ from sqlalchemy.exc import IntegrityError
 from checkout.database import writing
 from checkout.gateway import GatewayRefund, RefundExceedsCharge
 from checkout.shop.models import Order, Refund
-from checkout.shop.placement import gateway
+from checkout.shop.payment import gateway
 from tests.helpers import (
     ALICE,
     ANSWER_LOST_CARD,

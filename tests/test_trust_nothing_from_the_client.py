@@ -14,7 +14,7 @@ from checkout import create_app
 from checkout.extensions import db
 from checkout.gateway import GatewayError
 from checkout.shop.models import Product
-from checkout.shop.placement import gateway
+from checkout.shop.payment import gateway
 from tests.helpers import GOOD_CARD, Ledger, add_to_cart, checkout_fields, form_fields
 
 STRONG_SECRET = "3f9c1e7a0b5d4c2e8f6a1b3c5d7e9f0a2b4c6d8e0f1a3b5c"

@@ -24,7 +24,7 @@ from checkout.lab.legacy import LEGACY, legacy_gateway
 from checkout.shop import orders
 from checkout.shop.compensation import REFUNDED, compensate_all
 from checkout.shop.models import FAILED, Customer
-from checkout.shop.placement import end_order, gateway, gateway_key_for
+from checkout.shop.payment import end_order, gateway, gateway_key_for
 from checkout.shop.schemas import RequestedLine
 
 bp = lab_only(Blueprint("compensation", __name__))

@@ -20,7 +20,7 @@ from checkout.lab.tables import variant
 from checkout.shop import compensation
 from checkout.shop.api import place_order, token_required
 from checkout.shop.orders import OrderView
-from checkout.shop.placement import SAFE, GatewayAnswer, GatewayCall, ask
+from checkout.shop.payment import SAFE, GatewayAnswer, GatewayCall, ask
 from checkout.shop.reconciliation_report import KINDS, reconciliation_report
 
 bp = lab_only(Blueprint("legacy_gateway", __name__))

@@ -31,7 +31,7 @@ from checkout.idempotency.types import COMPLETED, FINISHED, IN_PROGRESS
 from checkout.lab.tables import LabOrder, variant
 from checkout.shop.models import PENDING, Customer, Order
 from checkout.shop.orders import by_public_id
-from checkout.shop.placement import SAFE, PaymentEvent, settle
+from checkout.shop.payment import SAFE, PaymentEvent, settle
 from checkout.shop.reconcile import Reconciled, fence
 
 REDIS_PATH = "store:redis"

@@ -24,7 +24,7 @@ from checkout.database import Base, BigId, UTCDateTime, insert_ignoring_conflict
 from checkout.extensions import db
 from checkout.shop import orders
 from checkout.shop.models import Cart, Order
-from checkout.shop.placement import PaymentPipeline
+from checkout.shop.payment import PaymentPipeline
 
 SAFE = "safe"  # an order no twin placed (or one placed while the lab was off)
 # PURCHASE_HEADER: an API client's own name for its purchase, the same on every retry and duplicate (the retry

@@ -28,7 +28,7 @@ from checkout.shop.answers import BrowserOutcome, BrowserResponder
 from checkout.shop.api import REFUNDS, place_order, refund_order, token_required
 from checkout.shop.forms import PaymentForm
 from checkout.shop.identity import browser_customer_id, browser_identity
-from checkout.shop.placement import OrderRequest, PlaceOrder
+from checkout.shop.payment import OrderRequest, PlaceOrder
 from checkout.shop.schemas import RequestedLine
 
 bp = lab_only(Blueprint("unsafe", __name__))

@@ -42,7 +42,7 @@ from checkout.lab.tables import LabRequest
 from checkout.shop import orders, payments
 from checkout.shop.forms import EmptyForm
 from checkout.shop.identity import browser_identity
-from checkout.shop.placement import BROWSER, gateway
+from checkout.shop.payment import BROWSER, gateway
 from checkout.shop.reconcile import reconcile
 
 bp = lab_only(Blueprint("lab", __name__))

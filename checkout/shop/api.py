@@ -27,8 +27,8 @@ from checkout.shop.identity import ApiCustomer, api_customer
 from checkout.shop.models import PAYMENT_PENDING, PENDING, Product, offered_to
 from checkout.shop.orders import refund_by_public_id, view_of
 from checkout.shop.orders_page import order_of, orders_of
+from checkout.shop.payment import SAFE, OrderRequest, PaymentPipeline, PlaceOrder, answer_for, gateway
 from checkout.shop.payments import API_PAYMENTS, ApiPaymentResponder, PaymentRequest, PlacePayment
-from checkout.shop.placement import SAFE, OrderRequest, PaymentPipeline, PlaceOrder, answer_for, gateway
 from checkout.shop.refunds import API_REFUNDS, ApiRefundResponder, PlaceRefund, RefundRequest
 
 bp = Blueprint("api", __name__, url_prefix="/api")

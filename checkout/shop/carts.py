@@ -220,7 +220,7 @@ def key_for(cart: CartView) -> str:
     return str(key)
 
 
-# --- inside the payment's transactions (checkout.shop.placement) -----------------
+# --- inside the payment's transactions (checkout.shop.payment) -----------------
 
 
 def lines_of_version(cart_id: int, version: int) -> tuple[Line, ...] | None:

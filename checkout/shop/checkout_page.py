@@ -25,7 +25,7 @@ from checkout.shop.identity import browser_customer_id, browser_identity, known_
 from checkout.shop.models import PENDING, WAS_PAID, Order, Product
 from checkout.shop.orders import Line
 from checkout.shop.orders_page import remember_replay
-from checkout.shop.placement import BROWSER, CartVersion, OrderRequest, PlaceOrder, find_order
+from checkout.shop.payment import BROWSER, CartVersion, OrderRequest, PlaceOrder, find_order
 
 bp = Blueprint("checkout", __name__)
 

@@ -35,7 +35,7 @@ from checkout.shop.forms import CheckoutForm, RefundForm
 from checkout.shop.identity import browser_identity, known_browser_customer_id
 from checkout.shop.models import PENDING, REFUNDABLE, Order
 from checkout.shop.orders import refunds, refunds_where
-from checkout.shop.placement import BROWSER, gateway
+from checkout.shop.payment import BROWSER, gateway
 from checkout.shop.refunds import BROWSER_REFUNDS, BrowserRefundResponder, PlaceRefund, RefundRequest
 
 bp = Blueprint("orders", __name__)

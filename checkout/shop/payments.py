@@ -39,7 +39,7 @@ from checkout.shop.models import (
     PAYMENT_SUCCEEDED,
     Payment,
 )
-from checkout.shop.placement import (
+from checkout.shop.payment import (
     FINISHED_MEANWHILE,
     GatewayAnswer,
     GatewayCall,

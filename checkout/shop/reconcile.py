@@ -20,8 +20,8 @@ from checkout.metrics import count_housekeeping
 from checkout.shop import orders, payments
 from checkout.shop.compensation import compensate_all, compensation_key
 from checkout.shop.orders import OrderView
+from checkout.shop.payment import RESPONDERS, GatewayAnswer, PaymentEvent, finish
 from checkout.shop.payments import API_PAYMENTS
-from checkout.shop.placement import RESPONDERS, GatewayAnswer, PaymentEvent, finish
 from checkout.shop.refunds import (
     API_REFUNDS,
     BROWSER_REFUNDS,

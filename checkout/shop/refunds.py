@@ -42,7 +42,7 @@ from checkout.shop.models import (
     Refund,
 )
 from checkout.shop.orders import OrderView, RefundView, refund_by_public_id
-from checkout.shop.placement import Phases
+from checkout.shop.payment import Phases
 
 REFUND_CREATED = "refund_created"
 API_REFUNDS = "POST /api/orders/<order_id>/refunds"

@@ -32,7 +32,7 @@ from checkout.shop.models import (
     WebhookReceipt,
 )
 from checkout.shop.orders import OrderView
-from checkout.shop.placement import PaymentEvent, end_order, gateway
+from checkout.shop.payment import PaymentEvent, end_order, gateway
 from checkout.shop.schemas import Answer, clean_text, omittable
 
 bp = Blueprint("webhooks", __name__)

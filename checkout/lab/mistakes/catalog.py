@@ -30,7 +30,7 @@ from checkout.lab.mistakes import (
     unscoped_key,
 )
 from checkout.lab.mistakes.twin import endpoint_of, path_of
-from checkout.shop.placement import PaymentPipeline, the_clients_key
+from checkout.shop.payment import PaymentPipeline, the_clients_key
 
 SAFE_ENDPOINT = "POST /api/orders"
 ROOT = Path(__file__).resolve().parents[3]

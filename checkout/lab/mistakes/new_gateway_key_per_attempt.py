@@ -10,7 +10,7 @@ import uuid
 
 from checkout.lab.mistakes.twin import twin
 from checkout.shop.orders import OrderView
-from checkout.shop.placement import GatewayCall, from_the_order
+from checkout.shop.payment import GatewayCall, from_the_order
 
 
 def a_new_payment_per_attempt(order: OrderView) -> GatewayCall:

@@ -1,6 +1,6 @@
 """What every wrong twin starts from: the shop's own pipeline with one part swapped.
 
-A twin is ``SAFE`` (checkout/shop/placement.py) at its own endpoint, its
+A twin is ``SAFE`` (checkout/shop/payment.py) at its own endpoint, its
 orders marked for the damage table, its records in the lab's own table, and
 without the orders' unique (customer, key): that last layer would catch most
 of these mistakes, and each twin is here to show its own.
@@ -14,7 +14,7 @@ from typing import Any
 from checkout.idempotency.store import SqlStore
 from checkout.lab.mistakes.models import LAB_RECORDS
 from checkout.lab.tables import LabPipeline, variant
-from checkout.shop.placement import SAFE
+from checkout.shop.payment import SAFE
 
 
 class LabStore(SqlStore):

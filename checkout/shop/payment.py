@@ -2,7 +2,7 @@
 
 ``started`` inserts the order and takes its stock in the claim's transaction; ``order_created`` calls the gateway
 with no transaction open and a key derived from the order, so calling it again can never charge twice.
-Design: docs/design.md#checkoutshopplacementpy-placing-an-order-in-phases
+Design: docs/design.md#checkoutshoppaymentpy-placing-an-order-in-phases
 """
 
 from __future__ import annotations
