@@ -106,8 +106,8 @@ def _log(status: int | None) -> None:
     try:
         logged = request.environ.get(_LOGGED)
         if logged is not None:
-            with writing(durable=False):
-                replayed = bool(request.environ.get(_REPLAYED))
+            replayed = bool(request.environ.get(_REPLAYED))
+            with writing(durable=False):  # a unit of its own on the request's session: no second connection to wait for
                 db.session.execute(
                     sa.update(LabRequest).where(LabRequest.id == logged).values(status=status, replayed=replayed)
                 )
@@ -117,10 +117,9 @@ def _log(status: int | None) -> None:
         customer = _customer(api) if key else None
         if key is None or customer is None or request.url_rule is None:
             return
-        row = LabRequest(key=key, endpoint=_endpoint(request.url_rule.rule), customer=customer, status=status)
+        row = {"key": key, "endpoint": _endpoint(request.url_rule.rule), "customer": customer, "status": status}
         with writing(durable=False):
-            db.session.add(row)
-        request.environ[_LOGGED] = row.id
+            request.environ[_LOGGED] = db.session.scalar(sa.insert(LabRequest).values(row).returning(LabRequest.id))
     except Exception as error:  # a lab note never changes the answer
         with contextlib.suppress(Exception):
             db.session.rollback()
