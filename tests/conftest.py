@@ -11,6 +11,7 @@ import tempfile
 import threading
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from checkout.extensions import db
 from checkout.shop.seed import seed
 from tests.helpers import Ledger
 from tests.rabbitmq import Rabbit, rabbit_for
+from tests.redis_server import own_redis_database
 from tests.relays import OUTBOX, WEBHOOKS, RelayProcess, relay_forever
 
 POSTGRES_URL = os.environ.get("TEST_DATABASE_URL", "")
@@ -52,15 +54,22 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[str]
     PostgreSQL: for a test that takes ``app``, this process's own schema, emptied and seeded again (some 30 ms,
     where creating a schema's tables takes 150 on this machine, most of it the server's); for any other test (its
     own tables, its migrations), a fresh empty schema."""
-    if not POSTGRES_URL:
-        yield f"sqlite:///{tmp_path / 'test.sqlite3'}"
-        return
-    if "app" in request.fixturenames:
+    if POSTGRES_URL and "app" in request.fixturenames:
         overrides = request.getfixturevalue("app_overrides")
         yield _postgres_schema_again(parse_bool(overrides.get("CHECKOUT_LAB", os.environ.get("CHECKOUT_LAB", True))))
         return
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(POSTGRES_URL)
+    with own_database(tmp_path / "test.sqlite3", prefix="t") as url:
+        yield url
+
+
+@contextmanager
+def own_database(sqlite_file: Path, prefix: str) -> Iterator[str]:
+    """A database of its own, empty: the SQLite file ``sqlite_file``, or, with TEST_DATABASE_URL, a new PostgreSQL
+    schema named after ``prefix`` (dropped at the end)."""
+    if not POSTGRES_URL:
+        yield f"sqlite:///{sqlite_file}"
+        return
+    schema, admin = f"{prefix}_{uuid.uuid4().hex[:12]}", sa.create_engine(POSTGRES_URL)
     with admin.begin() as conn:
         conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
     try:
@@ -179,6 +188,32 @@ def app(database_url: str, tmp_path: Any, app_overrides: dict[str, Any]) -> Iter
     with app.app_context():
         db.session.remove()
         db.engine.dispose()
+
+
+@pytest.fixture
+def lab_off(database_url: str, tmp_path: Any) -> Iterator[Flask]:
+    """A second app on the test's database, with the lab off (the ``app`` fixture keeps it on)."""
+    app = make_app(database_url, str(tmp_path / "lab-off"), CHECKOUT_LAB=False)
+    yield app
+    with app.app_context():
+        db.session.remove()
+        db.engine.dispose()
+
+
+@pytest.fixture
+def instance(tmp_path: Path) -> Path:
+    """An empty instance folder of the test's own for the servers it starts (gunicorn, behind nginx or not)."""
+    path = tmp_path / "gunicorn"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def redis_url() -> Iterator[str]:
+    """The tests' Redis database, empty (skipped if no Redis answers): tests/redis_server.py. A module that
+    serves the app on it says so in its ``app_overrides``."""
+    with own_redis_database() as url:
+        yield url
 
 
 @pytest.fixture

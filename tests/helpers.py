@@ -8,8 +8,9 @@ import json
 import threading
 import time
 import urllib.request
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import timedelta
 from html.parser import HTMLParser
 from typing import Any
@@ -27,6 +28,7 @@ from checkout.gateway.signing import HEADER, sign
 from checkout.lab.tables import LabRequest
 from checkout.shop.models import Order, Product
 from checkout.shop.payment import API_ENDPOINT
+from tests.http import Reply, post_json
 
 ALICE = {"Authorization": "Bearer demo-alice-token"}
 BOB = {"Authorization": "Bearer demo-bob-token"}
@@ -89,6 +91,10 @@ class Ledger:
     def events(self, *where: Any) -> list[str]:
         return [e.name for e in sorted(self.rows(IdempotencyEvent, *where), key=lambda e: e.id)]
 
+    def at_the_gateway(self) -> bool:
+        """Whether a request has called the gateway: the first of a slow card's duplicates is inside the call."""
+        return bool(self.worker_of("gateway_called"))
+
     def worker_of(self, event: str) -> int:
         """The pid of the worker that recorded ``event`` first (events carry host:pid); 0 if none yet."""
         events = sorted(self.rows(IdempotencyEvent, IdempotencyEvent.name == event), key=lambda e: e.id)
@@ -146,6 +152,14 @@ def table_counts(app: Flask) -> dict[str, int]:
     return counts
 
 
+@contextlib.contextmanager
+def writes_nothing(app: Flask) -> Iterator[None]:
+    """The block must leave every table's row count as it was (``table_counts``): a refused request writes nothing."""
+    before = table_counts(app)
+    yield
+    assert table_counts(app) == before
+
+
 class _FormParser(HTMLParser):
     def __init__(self, form_id: str | None) -> None:
         super().__init__()
@@ -198,6 +212,34 @@ def race(count: int, call: Callable[[int], Any]) -> list[Any]:
         return list(pool.map(one, range(count)))
 
 
+@contextlib.contextmanager
+def first_in_progress(url: str, body: Any, key: str, until: Callable[[], Any]) -> Iterator[Future[Reply]]:
+    """POST ``body`` to ``url`` as alice under ``key`` on a thread of its own, and run the block once ``until``
+    holds (the first request is at its slow gateway): what the block sends is a duplicate of a request in
+    progress. The first request's reply is the future's; the block's end waits for it."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        first = pool.submit(post_json, url, body, {**ALICE, "Idempotency-Key": key})
+        wait_for(until)
+        yield first
+
+
+def duplicates_in_progress(
+    url: str, body: Any, until: Callable[[], Any], *duplicates: dict[str, str]
+) -> tuple[Reply, list[Reply]]:
+    """``body`` POSTed to ``url`` as alice under a new key and, once ``until`` holds, one duplicate for each of
+    ``duplicates`` (the headers it adds), one after the other: the first request's reply, then theirs."""
+    key = str(uuid.uuid4())
+    with first_in_progress(url, body, key, until) as first:
+        replies = [post_json(url, body, {**ALICE, "Idempotency-Key": key, **headers}) for headers in duplicates]
+        return first.result(timeout=30), replies
+
+
+def duplicates_of_a_slow_order(url: str, ledger: Ledger, *duplicates: dict[str, str]) -> tuple[Reply, list[Reply]]:
+    """A slow-card order on the live server at ``url`` and its ``duplicates``, sent while it is inside its
+    gateway call (``duplicates_in_progress``)."""
+    return duplicates_in_progress(f"{url}/api/orders", order_body(card=SLOW_CARD), ledger.at_the_gateway, *duplicates)
+
+
 # --- acting on the app ------------------------------------------------------
 
 
@@ -214,6 +256,17 @@ def post_order(client: FlaskClient, key: str | None, body: Any = None, headers: 
     if key is not None:
         request_headers["Idempotency-Key"] = key
     return client.post("/api/orders", json=order_body() if body is None else body, headers=request_headers)
+
+
+def progress_of(record: IdempotencyRecord) -> tuple[str, str, str | None, int | None]:
+    """Where a record stands: its state, its recovery point, the owner of its lease, the status it stored."""
+    return record.state, record.recovery_point, record.locked_by, record.response_status
+
+
+def stored_for_the_key(record: IdempotencyRecord) -> tuple[str, int | None, bytes | None]:
+    """What a record keeps for its key: the request's fingerprint and the answer stored for it (a refused request
+    leaves them as they were)."""
+    return record.fingerprint, record.response_status, record.response_body
 
 
 def claim_as_a_dying_worker(
@@ -276,6 +329,22 @@ def purge_every_record(app: Flask, runner: FlaskCliRunner) -> str:
     return runner.invoke(args=["idempotency", "purge"]).output
 
 
+def reconcile_the_abandoned(app: Flask, runner: FlaskCliRunner) -> str:
+    """Every lease run out (``age_every_record``: the workers gone), then ``flask idempotency reconcile``: what it
+    said."""
+    age_every_record(app)
+    return str(runner.invoke(args=["idempotency", "reconcile"]).output)
+
+
+def abandoned_unpaid_order(app: Flask, client: FlaskClient, runner: FlaskCliRunner) -> str:
+    """An order whose gateway was down (503) and whose client never came back, ended ``failed`` by reconcile once
+    its lease ran out (its gateway key fenced): the key it was placed under."""
+    key = str(uuid.uuid4())
+    assert post_order(client, key, order_body(card=UNAVAILABLE_CARD)).status_code == 503
+    assert "failed" in reconcile_the_abandoned(app, runner)
+    return key
+
+
 def age_every_record(app: Flask, seconds: float = 3600) -> None:
     """Let time pass for the records: their leases expire, their last update is long ago."""
     past = utcnow() - timedelta(seconds=seconds)
@@ -299,9 +368,24 @@ def checkout_fields(client: FlaskClient) -> dict[str, str]:
     return form_fields(page.get_data(as_text=True))
 
 
-def pay_in_browser(client: FlaskClient, fields: dict[str, str], card: str = GOOD_CARD) -> Any:
+def checkout_with_a_mug(client: FlaskClient) -> dict[str, str]:
+    """A mug put in the cart, then the checkout page opened: its form's fields (the key it rendered)."""
+    add_to_cart(client)
+    return checkout_fields(client)
+
+
+def pay_in_browser(
+    client: FlaskClient, fields: dict[str, str], card: str = GOOD_CARD, email: str = "shopper@example.com"
+) -> Any:
     """Submit the checkout form, as rendered in ``fields``, with an email and a card typed in."""
-    return client.post("/checkout", data={**fields, "email": "shopper@example.com", "card_number": card})
+    return client.post("/checkout", data={**fields, "email": email, "card_number": card})
+
+
+def session_cookie(client: FlaskClient) -> str:
+    """The browser's session cookie now: set again later, it is the cookie of an answer that never arrived."""
+    cookie = client.get_cookie("session")
+    assert cookie is not None
+    return cookie.value
 
 
 def browser_with_cart(url: str) -> urllib.request.OpenerDirector:
@@ -393,15 +477,16 @@ def take_over_the_payment(app: Flask, lease_seconds: float = 60) -> Any:
 WEBHOOK_SECRET = "test-webhook-secret"  # tests/conftest.py gives every test app this one
 
 
-def signed_post(client: FlaskClient, event: dict[str, Any], *, secret: str = WEBHOOK_SECRET, age: int = 0) -> Any:
-    body = json.dumps(event).encode()
+def post_webhook(client: FlaskClient, body: bytes, signature: str) -> Any:
+    """POST ``body`` to the gateway's webhook endpoint with this Gateway-Signature header, whatever it holds."""
+    return client.post("/webhooks/gateway", data=body, content_type="application/json", headers={HEADER: signature})
+
+
+def signed_post(client: FlaskClient, event: Any, *, secret: str = WEBHOOK_SECRET, age: int = 0) -> Any:
+    """POST an event (or these very bytes) to the webhook endpoint, signed ``age`` seconds ago as the gateway signs."""
+    body = event if isinstance(event, bytes) else json.dumps(event).encode()
     timestamp = int(utcnow().timestamp()) - age
-    return client.post(
-        "/webhooks/gateway",
-        data=body,
-        content_type="application/json",
-        headers={HEADER: sign(secret, timestamp, body)},
-    )
+    return post_webhook(client, body, sign(secret, timestamp, body))
 
 
 def event_of(ledger: Ledger, type_: str) -> dict[str, Any]:

@@ -166,6 +166,33 @@ def flask_process(
     )
 
 
+@contextmanager
+def python_process(app: Flask, database_url: str, *arguments: str) -> Iterator[subprocess.Popen[str]]:
+    """``python <arguments>`` as a process of its own, on the test's database and instance folder, its output piped
+    (``communicate`` reads it): killed at the end if it still runs, so a step that failed leaves no process behind."""
+    process = subprocess.Popen(
+        [sys.executable, *arguments],
+        env=relay_environment(app, database_url),
+        cwd=app.instance_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    with killed_at_the_end(process):
+        yield process
+
+
+@contextmanager
+def killed_at_the_end(process: subprocess.Popen[Any]) -> Iterator[None]:
+    """Kill ``process`` when the block ends if it still runs, then reap it."""
+    try:
+        yield
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+
+
 def flask_here(app: Flask, *arguments: str) -> subprocess.CompletedProcess[str]:
     """The same command in this process, through Flask's CLI runner: for a run that ends by itself (a process of
     its own costs a second of CPU to import the shop). An error it did not expect is raised here."""

@@ -46,8 +46,8 @@ def claim_payment_as_a_dying_worker(app: Flask, key: str, body: dict[str, Any], 
     from checkout.idempotency.edge import keyed_fingerprint
     from checkout.idempotency.engine import Asked, begin
     from checkout.shop.models import Customer
-    from checkout.shop.payments import API_PAYMENTS, ApiPaymentResponder, PaymentRequest, PlacePayment
     from checkout.shop.payment import gateway
+    from checkout.shop.payments import API_PAYMENTS, ApiPaymentResponder, PaymentRequest, PlacePayment
     from checkout.shop.schemas import PaymentRequest as PaymentBody
     from checkout.shop.schemas import parse
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import sqlalchemy as sa
@@ -36,15 +35,17 @@ from tests.helpers import (
     SameInstantLooks,
     age_every_record,
     charge_as_its_holder,
+    duplicates_in_progress,
     event_of,
     order_body,
     post_order,
     race,
+    reconcile_the_abandoned,
     signed_post,
+    stored_for_the_key,
     table_counts,
-    wait_for,
 )
-from tests.http import post_json, raw_request
+from tests.http import Reply, post_json, raw_request
 from tests.payments import claim_payment_as_a_dying_worker, new_key, payment_body, payments_of, post_payment
 
 # --- the first answer and its replay ---------------------------------------------------------
@@ -124,16 +125,19 @@ def test_same_key_still_in_progress_is_409_with_retry_after(app: Flask, client: 
     assert record.state == "in_progress" and record.response_status is None
 
 
+def duplicates_of_a_slow_payment(
+    live_server: LiveServer, ledger: Ledger, *duplicates: dict[str, str]
+) -> tuple[Reply, list[Reply]]:
+    """A slow-card payment and its ``duplicates``, sent once it has claimed its key and made its payment."""
+    url = f"{live_server.url}/api/payments"
+    return duplicates_in_progress(url, payment_body(card=SLOW_CARD), lambda: payments_of(ledger), *duplicates)
+
+
 @pytest.mark.slow
 def test_a_duplicate_of_a_slow_payment_is_409_with_retry_after_and_one_charge(
     live_server: LiveServer, ledger: Ledger
 ) -> None:
-    key, body, url = new_key(), payment_body(card=SLOW_CARD), f"{live_server.url}/api/payments"
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        first = pool.submit(post_json, url, body, {**ALICE, "Idempotency-Key": key})
-        wait_for(lambda: payments_of(ledger))  # the first request has claimed the key and made its payment
-        duplicate = post_json(url, body, {**ALICE, "Idempotency-Key": key})
-        original = first.result(timeout=30)
+    original, [duplicate] = duplicates_of_a_slow_payment(live_server, ledger, {})
     assert duplicate.status == 409
     assert int(duplicate.headers["Retry-After"]) >= 1
     assert duplicate.json()["payment_id"] == original.json()["id"]
@@ -145,12 +149,7 @@ def test_a_duplicate_of_a_slow_payment_is_409_with_retry_after_and_one_charge(
 def test_prefer_wait_waits_for_the_key_in_progress_and_answers_its_outcome(
     live_server: LiveServer, ledger: Ledger
 ) -> None:
-    key, body, url = new_key(), payment_body(card=SLOW_CARD), f"{live_server.url}/api/payments"
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        first = pool.submit(post_json, url, body, {**ALICE, "Idempotency-Key": key})
-        wait_for(lambda: payments_of(ledger))
-        waited = post_json(url, body, {**ALICE, "Idempotency-Key": key, "Prefer": "wait=10"})
-        original = first.result(timeout=30)
+    original, [waited] = duplicates_of_a_slow_payment(live_server, ledger, {"Prefer": "wait=10"})
     assert original.status == waited.status == 201
     assert waited.body == original.body
     assert waited.headers["Idempotent-Replayed"] == "true"
@@ -170,11 +169,7 @@ def test_same_key_different_payload_is_422_and_leaves_the_record_untouched(clien
         assert other.status_code == 422
         assert other.get_json()["type"] == "idempotency-key-reused"
     [after] = ledger.records()
-    assert (after.fingerprint, after.response_status, after.response_body) == (
-        before.fingerprint,
-        before.response_status,
-        before.response_body,
-    )
+    assert stored_for_the_key(after) == stored_for_the_key(before)
     assert post_payment(client, key, body).get_data() == first.get_data()
     assert len(payments_of(ledger)) == 1 and len(ledger.charges()) == 1
 
@@ -528,9 +523,8 @@ def test_reconcile_finishes_an_abandoned_payment_the_gateway_charged(
 ) -> None:
     key, body = new_key(), payment_body(card=ANSWER_LOST_CARD)
     assert post_payment(client, key, body).status_code == 503  # and the client never comes back
-    age_every_record(app)
-    result = runner.invoke(args=["idempotency", "reconcile"])
-    assert "succeeded" in result.output and "reconciled 1" in result.output, result.output
+    output = reconcile_the_abandoned(app, runner)
+    assert "succeeded" in output and "reconciled 1" in output, output
     [payment] = payments_of(ledger)
     [charge] = ledger.charges()
     assert (payment.status, payment.charge_id, charge.status) == ("succeeded", charge.id, "succeeded")
@@ -546,8 +540,7 @@ def test_reconcile_fences_an_abandoned_unpaid_payment_and_ends_it_failed(
 ) -> None:
     key, body = new_key(), payment_body(card=UNAVAILABLE_CARD)
     assert post_payment(client, key, body).status_code == 503
-    age_every_record(app)
-    assert "failed" in runner.invoke(args=["idempotency", "reconcile"]).output
+    assert "failed" in reconcile_the_abandoned(app, runner)
     assert [p.status for p in payments_of(ledger)] == ["failed"]
     assert [c.status for c in ledger.charges()] == ["voided"]  # a stalled worker can no longer charge
     late = post_payment(client, key, body)
@@ -565,8 +558,7 @@ def test_reconcile_restarts_a_payment_that_created_nothing(
     with app.app_context():
         begin(Asked(once.store, Scope("cus_demo_alice", API_PAYMENTS, key), "f" * 64, nothing, Settings()))
         db.session.remove()
-    age_every_record(app)
-    assert "restarted" in runner.invoke(args=["idempotency", "reconcile"]).output
+    assert "restarted" in reconcile_the_abandoned(app, runner)
     assert ledger.records() == [] and payments_of(ledger) == []
     assert post_payment(client, key, payment_body()).status_code == 201
 

@@ -33,11 +33,13 @@ from tests.helpers import (
     add_to_cart,
     age_every_record,
     checkout_fields,
+    checkout_with_a_mug,
     claim_as_a_dying_worker,
     form_fields,
     order_body,
     pay_in_browser,
     post_order,
+    progress_of,
 )
 
 postgres_only = pytest.mark.skipif(
@@ -201,12 +203,7 @@ def test_a_lock_wait_after_the_charge_is_503_the_lease_is_given_back_and_the_ret
     assert answer.headers["Retry-After"] == str(database.RETRY_AFTER_SECONDS)
     [record] = ledger.records()
     # Released, not left leased: the next retry resumes at once instead of getting 409 for a lease.
-    assert (record.state, record.recovery_point, record.locked_by, record.response_status) == (
-        "in_progress",
-        "order_created",
-        None,
-        None,
-    )
+    assert progress_of(record) == ("in_progress", "order_created", None, None)
     assert [o.status for o in ledger.orders()] == ["pending"]
     [charge] = ledger.charges()  # the gateway charged; recording it is what waited
 
@@ -249,8 +246,7 @@ def test_a_transaction_left_idle_is_ended_by_the_server_its_locks_freed_and_its_
 def test_the_checkout_page_behind_a_stopped_writers_lock_is_a_503_page_with_retry_after(
     client: FlaskClient, ledger: Ledger, blocker: Blocker, short_lock_waits: None
 ) -> None:
-    add_to_cart(client)
-    fields = checkout_fields(client)
+    fields = checkout_with_a_mug(client)
     blocker.lock(products, products.c.sku == "MUG-01")
     page = answer_while_held(blocker, lambda: pay_in_browser(client, fields))
     assert page.status_code == 503
@@ -268,8 +264,7 @@ def test_the_checkout_page_with_the_gateway_down_is_503_with_retry_after(client:
 
 
 def test_the_refund_page_with_the_gateway_down_is_503_with_retry_after(client: FlaskClient) -> None:
-    add_to_cart(client)
-    fields = checkout_fields(client)
+    fields = checkout_with_a_mug(client)
     assert pay_in_browser(client, fields, UNAVAILABLE_CARD).status_code == 503  # the card's fault, once
     order_url = pay_in_browser(client, fields, UNAVAILABLE_CARD).headers["Location"]
     form = form_fields(client.get(order_url).get_data(as_text=True), "refund-form")

@@ -25,7 +25,7 @@ from checkout.extensions import db
 from checkout.lab.messages import WITHOUT_INBOX
 from checkout.shop.loyalty import LOYALTY, LoyaltyPoint
 from tests.helpers import ALICE, Ledger, order_body, wait_for
-from tests.mailing import flask_here, relay_environment
+from tests.mailing import flask_here, killed_at_the_end, relay_environment
 from tests.rabbitmq import Rabbit
 
 pytestmark = pytest.mark.server  # consumers and publishers as processes of their own
@@ -78,12 +78,8 @@ def consumer_forever(app: Flask, rabbit: Rabbit, queue: str, *options: str) -> I
             stdout=out,
             stderr=err,
         )
-    try:
+    with killed_at_the_end(process):
         yield process
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.wait()
 
 
 def test_paying_writes_one_order_paid_event_whatever_the_retries(client: FlaskClient, app: Flask) -> None:

@@ -16,9 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 
-from tests.conftest import POSTGRES_URL, _postgres_schema_url
+from tests.conftest import own_database
 from tests.helpers import race
 from tests.http import Reply, post_json, send
 from tests.servers import ROOT, free_port
@@ -103,16 +102,8 @@ def folder(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
 @pytest.fixture
 def example_database(tmp_path: Path) -> Iterator[str]:
     """A fresh database for one server: a SQLite file, or a PostgreSQL schema of its own."""
-    if not POSTGRES_URL:
-        yield f"sqlite:///{tmp_path / 'example.sqlite3'}"
-        return
-    schema, admin = f"ex_{uuid.uuid4().hex[:12]}", sa.create_engine(POSTGRES_URL)
-    with admin.begin() as connection:
-        connection.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
-    yield _postgres_schema_url(POSTGRES_URL, schema)
-    with admin.begin() as connection:
-        connection.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
-    admin.dispose()
+    with own_database(tmp_path / "example.sqlite3", prefix="ex") as url:
+        yield url
 
 
 @pytest.fixture

@@ -33,13 +33,18 @@ from tests.helpers import (
     GOOD_CARD,
     UNAVAILABLE_CARD,
     Ledger,
+    abandoned_unpaid_order,
     add_to_cart,
     age_every_record,
     checkout_fields,
+    checkout_with_a_mug,
     claim_as_a_dying_worker,
     form_fields,
     order_body,
+    pay_in_browser,
     post_order,
+    progress_of,
+    reconcile_the_abandoned,
 )
 
 
@@ -50,12 +55,7 @@ def test_gateway_unavailable_is_503_nothing_stored_and_the_retry_resumes(client:
     assert first.headers["Retry-After"] == "1"
     assert first.mimetype == "application/problem+json"
     [record] = ledger.records()
-    assert (record.state, record.recovery_point, record.locked_by, record.response_status) == (
-        "in_progress",
-        "order_created",
-        None,
-        None,
-    )
+    assert progress_of(record) == ("in_progress", "order_created", None, None)
     assert ledger.charges() == []
     retry = post_order(client, key, order_body(card=UNAVAILABLE_CARD))  # no waiting: the lease was released at once
     assert retry.status_code == 201
@@ -155,9 +155,8 @@ def test_reconcile_completes_an_abandoned_payment_that_the_gateway_charged(
 ) -> None:
     key = str(uuid.uuid4())
     assert post_order(client, key, order_body(card=ANSWER_LOST_CARD)).status_code == 503  # the client never comes back
-    age_every_record(app)
-    result = runner.invoke(args=["idempotency", "reconcile"])
-    assert "paid" in result.output and "reconciled 1" in result.output
+    output = reconcile_the_abandoned(app, runner)
+    assert "paid" in output and "reconciled 1" in output
     [order] = ledger.orders()
     assert order.status == "paid" and len(ledger.succeeded_charges()) == 1
     [record] = ledger.records()
@@ -170,10 +169,7 @@ def test_reconcile_completes_an_abandoned_payment_that_the_gateway_charged(
 def test_reconcile_ends_an_abandoned_unpaid_payment_and_the_client_sees_it(
     app: Flask, client: FlaskClient, runner: FlaskCliRunner, ledger: Ledger
 ) -> None:
-    key = str(uuid.uuid4())
-    assert post_order(client, key, order_body(card=UNAVAILABLE_CARD)).status_code == 503
-    age_every_record(app)
-    assert "failed" in runner.invoke(args=["idempotency", "reconcile"]).output
+    key = abandoned_unpaid_order(app, client, runner)
     assert [o.status for o in ledger.orders()] == ["failed"]
     assert [c.status for c in ledger.charges()] == ["voided"]  # the fence reconcile put on the gateway key
     late = post_order(client, key, order_body(card=UNAVAILABLE_CARD))
@@ -189,8 +185,7 @@ def test_a_tab_left_on_an_abandoned_payment_paid_with_another_card_is_offered_th
     add_to_cart(client)
     fields = {**checkout_fields(client), "email": "shopper@example.com"}
     assert client.post("/checkout", data={**fields, "card_number": UNAVAILABLE_CARD}).status_code == 503
-    age_every_record(app)
-    assert "failed" in runner.invoke(args=["idempotency", "reconcile"]).output
+    assert "failed" in reconcile_the_abandoned(app, runner)
 
     stale = client.post("/checkout", data={**fields, "card_number": GOOD_CARD})
     assert stale.status_code == 402
@@ -210,8 +205,7 @@ def test_reconcile_restarts_an_operation_that_created_nothing(
     with app.app_context():  # a claim whose first phase made nothing the gateway could have charged
         begin(Asked(once.store, Scope("cus_demo_alice", "POST /api/orders", key), "f" * 64, STEP_ONE, Settings()))
         db.session.remove()
-    age_every_record(app)
-    assert "restarted" in runner.invoke(args=["idempotency", "reconcile"]).output
+    assert "restarted" in reconcile_the_abandoned(app, runner)
     assert ledger.records() == [] and ledger.orders() == []
     assert post_order(client, key).status_code == 201
     assert len(ledger.succeeded_charges()) == 1
@@ -243,9 +237,8 @@ def test_reconcile_leaves_live_operations_alone(app: Flask, runner: FlaskCliRunn
 def test_in_the_browser_a_lost_gateway_answer_shows_try_again_with_the_same_key(
     client: FlaskClient, ledger: Ledger
 ) -> None:
-    add_to_cart(client)
-    fields = checkout_fields(client)
-    first = client.post("/checkout", data={**fields, "email": "s@example.com", "card_number": ANSWER_LOST_CARD})
+    fields = checkout_with_a_mug(client)
+    first = pay_in_browser(client, fields, card=ANSWER_LOST_CARD, email="s@example.com")
     assert first.status_code == 503
     page = first.get_data(as_text=True)
     assert "could not confirm your payment" in page

@@ -23,7 +23,15 @@ from flask.testing import FlaskCliRunner
 
 from checkout import create_app
 from tests.conftest import POSTGRES_URL
-from tests.helpers import ALICE, SLOW_CARD, Ledger, age_every_record, order_body, wait_for
+from tests.helpers import (
+    ALICE,
+    SLOW_CARD,
+    Ledger,
+    abandoned_unpaid_order,
+    order_body,
+    reconcile_the_abandoned,
+    wait_for,
+)
 from tests.http import post_json
 from tests.servers import gunicorn
 
@@ -65,8 +73,7 @@ def test_a_worker_stopped_inside_the_gateway_call_never_leaves_a_failed_order_be
         os.kill(pid, signal.SIGSTOP)  # the worker stalls inside the gateway call
         try:
             charged_at_the_stop = len(ledger.charges())
-            age_every_record(app)  # its lease runs out while it is stopped
-            output = runner.invoke(args=["idempotency", "reconcile"]).output
+            output = reconcile_the_abandoned(app, runner)  # its lease runs out while it is stopped
         finally:
             os.kill(pid, signal.SIGCONT)  # ... and it wakes up
         client.join(timeout=30)
@@ -91,12 +98,9 @@ def test_reconcile_fences_the_gateway_key_so_a_late_charge_under_it_is_refused(
 ) -> None:
     from checkout.gateway import GatewayError
     from checkout.shop.payment import gateway
-    from tests.helpers import UNAVAILABLE_CARD, post_order
+    from tests.helpers import UNAVAILABLE_CARD
 
-    key = str(uuid.uuid4())
-    assert post_order(client, key, order_body(card=UNAVAILABLE_CARD)).status_code == 503
-    age_every_record(app)
-    assert "failed" in runner.invoke(args=["idempotency", "reconcile"]).output
+    abandoned_unpaid_order(app, client, runner)
     [order] = ledger.orders()
     with app.app_context(), pytest.raises(GatewayError):
         # The call a stalled worker would make once it wakes up: same key, same amount.

@@ -14,7 +14,7 @@ from flask.testing import FlaskClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.helpers import ALICE, GOOD_CARD, add_to_cart, checkout_fields, table_counts
+from tests.helpers import ALICE, GOOD_CARD, add_to_cart, checkout_fields, checkout_with_a_mug, table_counts
 
 # Any code point, lone surrogates and NUL included (hypothesis leaves surrogates out unless told).
 any_text = st.text(st.characters(exclude_categories=()), max_size=40)
@@ -87,8 +87,7 @@ def test_no_checkout_form_gets_a_5xx_and_a_rejection_writes_nothing(
     app: Flask, email: str, card: str, key: str, version: str
 ) -> None:
     client = app.test_client()
-    add_to_cart(client)
-    fields = checkout_fields(client)
+    fields = checkout_with_a_mug(client)
     before = table_counts(app)
     response = post_form(
         client,

@@ -11,6 +11,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from flask import Flask
@@ -27,15 +28,15 @@ from tests.helpers import (
     GOOD_CARD,
     SLOW_CARD,
     Ledger,
-    age_every_record,
     browser_at_checkout,
     order_body,
     race,
+    reconcile_the_abandoned,
     stock_out_of_balance,
     wait_for,
 )
-from tests.http import post_json, send
-from tests.servers import gunicorn
+from tests.http import Reply, post_json, send
+from tests.servers import Server, gunicorn
 
 pytestmark = [pytest.mark.slow, pytest.mark.server]
 
@@ -48,35 +49,36 @@ SHORT_LEASE = {
 BACKEND = "postgresql" if POSTGRES_URL else "sqlite"
 
 
-@pytest.fixture
-def instance(tmp_path: Path) -> Path:
-    path = tmp_path / "gunicorn"
-    path.mkdir()
-    return path
+def a_storm_then_a_retry(
+    servers: list[Server], path: str, body: dict[str, Any], *, retry_on: int
+) -> tuple[list[Reply], Reply]:
+    """100 requests under one new key at the same instant, each to one of the two servers in turn, then the same
+    request once more to ``servers[retry_on]`` once they were all answered: their replies, and the retry's."""
+    headers = {**ALICE, "Idempotency-Key": str(uuid.uuid4())}
+    replies = race(100, lambda i: post_json(f"{servers[i % 2].url}{path}", body, headers))
+    return replies, post_json(f"{servers[retry_on].url}{path}", body, headers)
+
+
+def one_answer_for_the_key(replies: list[Reply], retry: Reply) -> str:
+    """Each of the storm's requests was answered 201 or 409 (in progress), and its 201s and the retry (a replay)
+    carry one and the same answer: how many were told which, for the run's line."""
+    statuses = [r.status for r in replies]
+    assert all(status in (201, 409) for status in statuses), sorted(set(statuses))
+    assert retry.status == 201 and retry.headers.get("Idempotent-Replayed") == "true"
+    assert len({r.body for r in replies if r.status == 201} | {retry.body}) == 1
+    return f"{statuses.count(201)} x 201, {statuses.count(409)} x 409"
 
 
 def test_100_requests_with_one_key_over_two_servers_make_one_order_and_one_charge(
     app: Flask, database_url: str, instance: Path, ledger: Ledger
 ) -> None:
-    key = str(uuid.uuid4())
     with gunicorn(database_url, instance, servers=2) as servers:
-        replies = race(
-            100,
-            lambda i: post_json(
-                f"{servers[i % 2].url}/api/orders", order_body(card=SLOW_CARD), {**ALICE, "Idempotency-Key": key}
-            ),
-        )
-        final = post_json(f"{servers[0].url}/api/orders", order_body(card=SLOW_CARD), {**ALICE, "Idempotency-Key": key})
-    statuses = [r.status for r in replies]
-    created = [r.body for r in replies if r.status == 201] + [final.body]
+        replies, final = a_storm_then_a_retry(servers, "/api/orders", order_body(card=SLOW_CARD), retry_on=0)
+    told = one_answer_for_the_key(replies, final)
     print(
-        f"[{BACKEND}] 100 same-key requests over 2 servers x 4 workers: "
-        f"{statuses.count(201)} x 201, {statuses.count(409)} x 409; "
+        f"[{BACKEND}] 100 same-key requests over 2 servers x 4 workers: {told}; "
         f"orders={len(ledger.orders())} succeeded charges={len(ledger.succeeded_charges())}"
     )
-    assert all(status in (201, 409) for status in statuses), sorted(set(statuses))
-    assert final.status == 201 and final.headers.get("Idempotent-Replayed") == "true"
-    assert len(set(created)) == 1
     assert len(ledger.orders()) == 1
     assert len(ledger.succeeded_charges()) == 1
     assert stock_out_of_balance(app) == {}
@@ -114,33 +116,17 @@ def paid_order(url: str) -> dict:
 def test_100_duplicate_refunds_over_two_servers_refund_once(
     app: Flask, database_url: str, instance: Path, ledger: Ledger
 ) -> None:
-    key = str(uuid.uuid4())
     with gunicorn(database_url, instance, servers=2) as servers:
         order = paid_order(servers[0].url)
-        replies = race(
-            100,
-            lambda i: post_json(
-                f"{servers[i % 2].url}/api/orders/{order['id']}/refunds",
-                {"amount_cents": 500},
-                {**ALICE, "Idempotency-Key": key},
-            ),
-        )
-        final = post_json(
-            f"{servers[1].url}/api/orders/{order['id']}/refunds",
-            {"amount_cents": 500},
-            {**ALICE, "Idempotency-Key": key},
-        )
-    statuses = [r.status for r in replies]
+        path = f"/api/orders/{order['id']}/refunds"
+        replies, final = a_storm_then_a_retry(servers, path, {"amount_cents": 500}, retry_on=1)
+    told = one_answer_for_the_key(replies, final)
     refunds, given = ledger.rows(Refund), ledger.rows(GatewayRefund)
     [paid] = ledger.orders()
     print(
-        f"[{BACKEND}] 100 duplicate refunds over 2 servers x 4 workers: "
-        f"{statuses.count(201)} x 201, {statuses.count(409)} x 409; refunds={len(refunds)} "
+        f"[{BACKEND}] 100 duplicate refunds over 2 servers x 4 workers: {told}; refunds={len(refunds)} "
         f"gateway refunds={len(given)} refunded={paid.refunded_cents} of {paid.total_cents}"
     )
-    assert all(status in (201, 409) for status in statuses), sorted(set(statuses))
-    assert final.status == 201 and final.headers.get("Idempotent-Replayed") == "true"
-    assert len({r.body for r in replies if r.status == 201} | {final.body}) == 1
     assert [(r.amount_cents, r.status) for r in refunds] == [(500, "succeeded")]
     assert [g.amount_cents for g in given] == [500]
     assert paid.refunded_cents == 500 and paid.status == "partially_refunded"
@@ -235,8 +221,7 @@ def test_reconcile_finishes_a_payment_whose_worker_died_and_whose_client_never_c
         os.kill(pid, signal.SIGKILL)
         client.join(timeout=30)
     assert [o.status for o in ledger.orders()] == ["pending"]
-    age_every_record(app)  # the dead worker's lease runs out
-    output = runner.invoke(args=["idempotency", "reconcile"]).output
+    output = reconcile_the_abandoned(app, runner)  # the dead worker's lease runs out
     print(f"[{BACKEND}] reconcile after a killed worker: {output.strip()}")
     assert "reconciled 1" in output
     [order] = ledger.orders()

@@ -13,7 +13,14 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from tests.conftest import LiveServer
-from tests.helpers import ALICE, GOOD_CARD, Ledger, add_to_cart, checkout_fields, order_body, table_counts
+from tests.helpers import (
+    ALICE,
+    GOOD_CARD,
+    Ledger,
+    checkout_with_a_mug,
+    order_body,
+    table_counts,
+)
 from tests.http import raw_request
 
 # 4242 4242 4242 4242 written with digits that are not ASCII: str.isdigit() says yes to every one of them.
@@ -54,8 +61,7 @@ def test_card_numbers_with_digits_that_are_not_ascii_are_422_on_the_api(
 def test_card_numbers_with_digits_that_are_not_ascii_are_refused_by_the_checkout_form(
     app: Flask, client: FlaskClient, ledger: Ledger, name: str
 ) -> None:
-    add_to_cart(client)
-    fields = checkout_fields(client)
+    fields = checkout_with_a_mug(client)
     before = table_counts(app)
     response = client.post("/checkout", data={**fields, "email": "s@example.com", "card_number": NOT_ASCII_CARDS[name]})
     assert_rejected_and_nothing_written(app, before, response)
@@ -104,8 +110,7 @@ def test_enormous_integers_are_a_clean_4xx_in_json_and_in_forms(app: Flask, clie
     assert 400 <= api.status_code < 500 and api.mimetype == "application/problem+json"
     assert table_counts(app) == before
 
-    add_to_cart(client)
-    fields = checkout_fields(client)
+    fields = checkout_with_a_mug(client)
     before = table_counts(app)
     cart = client.post("/cart/items", data={"csrf_token": fields["csrf_token"], "sku": "MUG-01", "quantity": number})
     pay = client.post(
@@ -116,8 +121,7 @@ def test_enormous_integers_are_a_clean_4xx_in_json_and_in_forms(app: Flask, clie
 
 
 def test_nul_characters_in_forms_are_a_clean_4xx(app: Flask, client: FlaskClient) -> None:
-    add_to_cart(client)
-    fields = checkout_fields(client)
+    fields = checkout_with_a_mug(client)
     before = table_counts(app)
     for data in (
         {**fields, "email": "a\x00@example.com", "card_number": GOOD_CARD},

@@ -27,6 +27,7 @@ from tests.helpers import (
     bought,
     browser_with_cart,
     checkout_fields,
+    checkout_with_a_mug,
     form_fields,
     order_body,
     pay_in_browser,
@@ -195,8 +196,7 @@ def test_a_purchase_whose_order_failed_uncharged_is_no_damage(app: Flask, client
 
 
 def test_the_lab_leads_with_this_browsers_latest_payment_and_the_time_between_its_steps(client: FlaskClient) -> None:
-    add_to_cart(client)
-    fields = checkout_fields(client)
+    fields = checkout_with_a_mug(client)
     client.post("/checkout", data={**fields, "email": "s@example.com", "card_number": "4242424242424242"})
     other = client.application.test_client()  # another browser's payment comes later
     add_to_cart(other)
@@ -243,8 +243,7 @@ def test_the_button_guard_switch_is_for_this_browser_only(client: FlaskClient) -
 def test_reconcile_now_in_the_lab_finishes_an_abandoned_payment(app: Any, client: FlaskClient) -> None:
     from tests.helpers import Ledger, age_every_record
 
-    add_to_cart(client)
-    fields = checkout_fields(client)
+    fields = checkout_with_a_mug(client)
     client.post("/checkout", data={**fields, "email": "s@example.com", "card_number": "4000 0000 0000 0259"})
     age_every_record(app)
     token = form_fields(client.get("/lab").get_data(as_text=True), form_id=None)["csrf_token"]

@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Iterator
-from typing import Any
 
-import pytest
 import sqlalchemy as sa
 from flask import Flask
 from flask.testing import FlaskClient
@@ -20,8 +17,7 @@ from checkout.database import table_of, writing
 from checkout.extensions import db
 from checkout.lab.tables import LabOrder, LabRefund, LabStock
 from checkout.shop.seed import seed
-from tests.conftest import make_app
-from tests.helpers import ALICE, add_to_cart, checkout_fields, order_body
+from tests.helpers import ALICE, checkout_with_a_mug, order_body
 
 LAB_TABLES = (table_of(LabOrder), table_of(LabRefund), table_of(LabStock))
 METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS")
@@ -35,16 +31,6 @@ def lab_paths(app: Flask) -> list[str]:
         if module.startswith("checkout.lab") or rule.rule.startswith(("/lab", "/api/lab")):
             paths.add(re.sub(r"<[^>]+>", "x", rule.rule))
     return sorted(paths)
-
-
-@pytest.fixture
-def lab_off(database_url: str, tmp_path: Any) -> Iterator[Flask]:
-    """A second app on the test's database, with the lab off (the ``app`` fixture keeps it on)."""
-    app = make_app(database_url, str(tmp_path / "lab-off"), CHECKOUT_LAB=False)
-    yield app
-    with app.app_context():
-        db.session.remove()
-        db.engine.dispose()
 
 
 def test_with_the_lab_off_every_lab_route_answers_404_to_every_method(app: Flask, lab_off: Flask) -> None:
@@ -61,8 +47,7 @@ def test_with_the_lab_off_every_lab_route_answers_404_to_every_method(app: Flask
 
 def test_with_the_lab_off_the_shop_pages_render_without_a_lab_link(lab_off: Flask) -> None:
     client = lab_off.test_client()
-    add_to_cart(client)
-    fields = checkout_fields(client)
+    fields = checkout_with_a_mug(client)
     paid = client.post("/checkout", data={**fields, "email": "s@example.com", "card_number": "4242424242424242"})
     assert paid.status_code == 303, paid.get_data(as_text=True)[:300]
     order = client.post("/api/orders", json=order_body(), headers={**ALICE, "Idempotency-Key": str(uuid.uuid4())})

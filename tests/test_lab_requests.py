@@ -3,8 +3,6 @@ status it was answered and whether that was a replay (for QA: how many submits r
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -22,13 +20,12 @@ from tests.helpers import (
     SLOW_CARD,
     UNAVAILABLE_CARD,
     Ledger,
-    add_to_cart,
-    checkout_fields,
+    checkout_with_a_mug,
+    first_in_progress,
     form_fields,
     order_body,
     pay_in_browser,
     post_order,
-    wait_for,
 )
 from tests.http import post_json, send
 from tests.payments import new_key, payment_body, payments_of, post_payment
@@ -85,9 +82,8 @@ def test_a_duplicate_that_arrived_while_the_first_ran_is_told_apart_from_it(
 ) -> None:
     """The first request's steps and the duplicate's interleave in the trail; each request's tag keeps them apart."""
     key, body, url = new_key(), payment_body(card=SLOW_CARD), f"{live_server.url}/api/payments"
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        first = pool.submit(post_json, url, body, {**ALICE, "Idempotency-Key": key})
-        wait_for(lambda: payments_of(ledger))  # the first is at the gateway
+    # The block runs once the first is at the gateway.
+    with first_in_progress(url, body, key, until=lambda: payments_of(ledger)) as first:
         duplicate = post_json(url, body, {**ALICE, "Idempotency-Key": key})
         assert (first.result(timeout=30).status, duplicate.status) == (201, 409)
     replay = post_json(url, body, {**ALICE, "Idempotency-Key": key})
@@ -98,8 +94,7 @@ def test_a_duplicate_that_arrived_while_the_first_ran_is_told_apart_from_it(
 
 
 def test_a_double_submit_of_the_browser_checkout_is_two_requests_one_replayed(client: FlaskClient) -> None:
-    add_to_cart(client)
-    fields = checkout_fields(client)
+    fields = checkout_with_a_mug(client)
     assert pay_in_browser(client, fields).status_code == 303
     assert pay_in_browser(client, fields).status_code == 303
     found = requests_of(client, fields["idempotency_key"])
@@ -148,8 +143,7 @@ def test_a_request_refused_inside_the_claim_is_listed_once(client: FlaskClient) 
 
 
 def test_a_checkout_form_refused_before_the_claim_is_listed_under_its_key(client: FlaskClient) -> None:
-    add_to_cart(client)
-    fields = checkout_fields(client)
+    fields = checkout_with_a_mug(client)
     assert pay_in_browser(client, fields, card="1234").status_code == 422
     assert pay_in_browser(client, fields).status_code == 303
     found = requests_of(client, fields["idempotency_key"])
@@ -163,15 +157,6 @@ def test_a_checkout_form_refused_before_the_claim_is_listed_under_its_key(client
 def test_without_a_key_it_is_400(client: FlaskClient) -> None:
     response = client.get("/api/lab/requests")
     assert response.status_code == 400 and response.mimetype == "application/problem+json"
-
-
-@pytest.fixture
-def lab_off(database_url: str, tmp_path: Any) -> Iterator[Flask]:
-    app = make_app(database_url, str(tmp_path / "lab-off"), CHECKOUT_LAB=False)
-    yield app
-    with app.app_context():
-        db.session.remove()
-        db.engine.dispose()
 
 
 def test_with_the_lab_off_it_does_not_exist(client: FlaskClient, lab_off: Flask) -> None:
@@ -197,8 +182,7 @@ def test_a_lab_note_that_cannot_be_written_never_changes_the_answer(
 
 
 def test_a_checkout_form_whose_csrf_token_failed_is_listed_under_its_key(client: FlaskClient) -> None:
-    add_to_cart(client)
-    fields = checkout_fields(client)
+    fields = checkout_with_a_mug(client)
     assert pay_in_browser(client, {**fields, "csrf_token": "forged"}).status_code == 400
     found = requests_of(client, fields["idempotency_key"])
     assert [(r["endpoint"], r["status"]) for r in found] == [("POST /checkout", 400)]

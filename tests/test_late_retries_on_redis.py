@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -32,16 +31,10 @@ from tests.helpers import (
     stock_of,
     stock_out_of_balance,
 )
-from tests.redis_server import client_for, flush, own_redis_database
+from tests.redis_server import client_for, flush
 
 ROUTE = "/api/lab/stores/redis/orders"
 LAST_ITEM = [{"sku": "LAST-01", "quantity": 1}]  # the seed's product with a stock of 1, listed last
-
-
-@pytest.fixture
-def redis_url() -> Iterator[str]:
-    with own_redis_database() as url:
-        yield url
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ import json
 import shutil
 import subprocess
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -22,16 +21,15 @@ from flask.testing import FlaskClient
 from tests.conftest import LiveServer
 from tests.helpers import (
     ALICE,
-    GOOD_CARD,
     SLOW_CARD,
     Ledger,
     SameInstantLooks,
-    add_to_cart,
-    checkout_fields,
+    checkout_with_a_mug,
+    first_in_progress,
     order_body,
+    pay_in_browser,
     race,
     take_over_the_payment,
-    wait_for,
 )
 from tests.http import post_json
 
@@ -103,15 +101,12 @@ def test_a_resubmitted_checkout_form_with_another_card_is_refused_and_charges_no
     client: FlaskClient, ledger: Ledger
 ) -> None:
     """The fingerprint, for the browser endpoint: the same key with another card is not a retry."""
-    add_to_cart(client)
-    fields = checkout_fields(client)
-    paid = client.post("/checkout", data={**fields, "email": "shopper@example.com", "card_number": GOOD_CARD})
+    fields = checkout_with_a_mug(client)
+    paid = pay_in_browser(client, fields)
     assert paid.status_code == 303
     [before] = ledger.records()
 
-    other = client.post(
-        "/checkout", data={**fields, "email": "shopper@example.com", "card_number": "5555 5555 5555 4444"}
-    )
+    other = pay_in_browser(client, fields, card="5555 5555 5555 4444")
     assert other.status_code == 422
     assert "already started with other details" in other.get_data(as_text=True)
     [after] = ledger.records()
@@ -126,11 +121,9 @@ def test_an_api_payment_whose_lease_was_taken_over_mid_charge_writes_nothing(
 ) -> None:
     """The owner check: a worker that lost its lease while it waited on the gateway records nothing."""
     key = str(uuid.uuid4())
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        answer = pool.submit(
-            post_json, f"{live_server.url}/api/orders", order_body(card=SLOW_CARD), {**ALICE, "Idempotency-Key": key}
-        )
-        wait_for(lambda: "gateway_called" in ledger.events())  # the worker is inside the gateway call (3 s)
+    url = f"{live_server.url}/api/orders"
+    # The block runs once the worker is inside the gateway call (3 s).
+    with first_in_progress(url, order_body(card=SLOW_CARD), key, until=ledger.at_the_gateway) as answer:
         new_owner = take_over_the_payment(app)  # its lease ran out; another worker holds the payment now
         reply = answer.result(timeout=30)
 

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import re
 import signal
-import subprocess
-import sys
 import threading
 from email.message import EmailMessage
 from pathlib import Path
@@ -32,7 +30,7 @@ from tests.mailing import (
     let_claims_run_out,
     maildir_files,
     maildir_message_ids,
-    relay_environment,
+    python_process,
     run_relay,
     smtp_server,
 )
@@ -242,22 +240,11 @@ def test_a_relay_killed_between_sending_and_marking_sends_again_with_the_same_me
 @pytest.mark.server
 def test_relay_forever_sends_and_stops_cleanly_on_sigterm(app: Flask, database_url: str, ledger: Ledger) -> None:
     enqueue_message(app)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "flask", "--app", "checkout", "outbox", "relay", "--forever"],
-        env=relay_environment(app, database_url),
-        cwd=app.instance_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
+    relay_forever = ("-m", "flask", "--app", "checkout", "outbox", "relay", "--forever")
+    with python_process(app, database_url, *relay_forever) as process:
         wait_for(lambda: ledger.rows(OutboxMessage, OutboxMessage.sent_at.is_not(None)))
         process.send_signal(signal.SIGTERM)
         out, err = process.communicate(timeout=30)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
     assert process.returncode == 0, err
     assert f"sent {CONFIRMATION_ID}" in out and out.rstrip().endswith("stopped")
     assert maildir_message_ids(app) == [CONFIRMATION_ID]

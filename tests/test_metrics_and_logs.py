@@ -264,12 +264,11 @@ def scraped(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 @pytest.mark.server
 @pytest.mark.slow
 def test_every_worker_answers_metrics_with_the_whole_servers_counts(
-    app: Flask, database_url: str, tmp_path: Path
+    app: Flask, database_url: str, instance: Path
 ) -> None:
     """Four workers count in four processes; any of them answers /metrics with the sum (multiprocess mode)."""
     keys = [str(uuid.uuid4()) for _ in range(12)]
-    (tmp_path / "gunicorn").mkdir()
-    with gunicorn(database_url, tmp_path / "gunicorn", servers=1, workers=4) as [server]:
+    with gunicorn(database_url, instance, servers=1, workers=4) as [server]:
         url = f"{server.url}/api/orders"
         race(12, lambda i: post_json(url, order_body(), {**ALICE, "Idempotency-Key": keys[i]}))
         race(12, lambda i: post_json(url, order_body(), {**ALICE, "Idempotency-Key": keys[i]}))  # replays

@@ -25,13 +25,6 @@ def temporary(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.fixture
-def instance(tmp_path: Path) -> Path:
-    path = tmp_path / "gunicorn"
-    path.mkdir()
-    return path
-
-
 def folders(temporary: Path) -> set[Path]:
     return set(temporary.glob("checkout-metrics-*"))
 

@@ -24,6 +24,7 @@ import sqlalchemy as sa
 from flask import Flask
 from flask.testing import FlaskClient
 from markupsafe import escape
+from werkzeug.test import TestResponse
 
 from checkout.audit import IdempotencyEvent
 from checkout.extensions import db
@@ -114,6 +115,21 @@ def path(name: str) -> str:
     return f"mistake:{name}"
 
 
+def damages(app: Flask, name: str) -> tuple[Damage, Damage]:
+    """The damage on the wrong twin's path, and on the safe endpoint's, after both met the same trigger."""
+    return damage_of(app, path(name)), damage_of(app, SAFE)
+
+
+def send_to_both(
+    client: FlaskClient, name: str, bodies: list[Any], headers: dict[str, str]
+) -> tuple[list[TestResponse], list[TestResponse]]:
+    """The same requests, one after the other under the same headers (one key), to the wrong twin ``name``, then
+    to the safe endpoint: the answers of each."""
+    wrong = [client.post(twin(name), json=body, headers=headers) for body in bodies]
+    safe = [client.post("/api/orders", json=body, headers=headers) for body in bodies]
+    return wrong, safe
+
+
 # --- the nine, each against its trigger ---------------------------------------------------------
 
 
@@ -121,10 +137,9 @@ def test_no_key_charges_every_retry_again_and_the_safe_path_once(app: Flask, cli
     """Trigger: the same request sent again (a retry after a timeout, a double-click, a proxy's resend)."""
     key = new_key()
     headers = {**ALICE, "Idempotency-Key": key, **bought("no-key-1")}
-    wrong = [client.post(twin("no-key"), json=order_body(), headers=headers) for _ in range(2)]
-    safe = [client.post("/api/orders", json=order_body(), headers=headers) for _ in range(2)]
+    wrong, safe = send_to_both(client, "no-key", [order_body()] * 2, headers)
 
-    wrong_damage, safe_damage = damage_of(app, path("no-key")), damage_of(app, SAFE)
+    wrong_damage, safe_damage = damages(app, "no-key")
     report("no-key", wrong_damage, safe_damage)
     assert [r.status_code for r in wrong] == [201, 201]
     assert wrong[0].get_json()["id"] != wrong[1].get_json()["id"]
@@ -147,7 +162,7 @@ def test_check_then_insert_lets_racing_duplicates_make_several_orders_and_the_sa
     safe = race(storm, lambda _i: post_json(live_server.url + "/api/orders", order_body(), headers))
     assert looks.met  # and so did the safe endpoint's three: only its claim could decide
 
-    wrong_damage, safe_damage = damage_of(app, path("check-then-insert")), damage_of(app, SAFE)
+    wrong_damage, safe_damage = damages(app, "check-then-insert")
     report(
         "check-then-insert",
         wrong_damage,
@@ -201,7 +216,7 @@ def test_key_after_operation_pays_again_after_a_crash_between_the_steps_and_the_
         client.post("/api/orders", json=order_body(), headers=headers)
     safe_retry = client.post("/api/orders", json=order_body(), headers=headers)
 
-    wrong_damage, safe_damage = damage_of(app, path("key-after-operation")), damage_of(app, SAFE)
+    wrong_damage, safe_damage = damages(app, "key-after-operation")
     report("key-after-operation", wrong_damage, safe_damage)
     assert wrong_retry.status_code == 201
     assert wrong_damage == Damage(2, 2, PRICE, 0)
@@ -220,10 +235,9 @@ def test_key_deleted_after_answer_pays_a_late_retry_again_and_the_safe_path_repl
 ) -> None:
     """Trigger: a late retry, after the first answer was sent (and lost on its way back)."""
     headers = {**ALICE, "Idempotency-Key": new_key(), **bought("late-1")}
-    wrong = [client.post(twin("key-deleted-after-answer"), json=order_body(), headers=headers) for _ in range(2)]
-    safe = [client.post("/api/orders", json=order_body(), headers=headers) for _ in range(2)]
+    wrong, safe = send_to_both(client, "key-deleted-after-answer", [order_body()] * 2, headers)
 
-    wrong_damage, safe_damage = damage_of(app, path("key-deleted-after-answer")), damage_of(app, SAFE)
+    wrong_damage, safe_damage = damages(app, "key-deleted-after-answer")
     report("key-deleted-after-answer", wrong_damage, safe_damage)
     assert [r.status_code for r in wrong] == [201, 201] and "Idempotent-Replayed" not in wrong[1].headers
     assert wrong[0].get_json()["id"] != wrong[1].get_json()["id"]
@@ -237,10 +251,9 @@ def test_no_stored_result_replays_a_generic_answer_and_the_safe_path_the_first_o
 ) -> None:
     """Trigger: a replay, the same request with the same key once the first is done."""
     headers = {**ALICE, "Idempotency-Key": new_key(), **bought("replay-1")}
-    wrong = [client.post(twin("no-stored-result"), json=order_body(), headers=headers) for _ in range(2)]
-    safe = [client.post("/api/orders", json=order_body(), headers=headers) for _ in range(2)]
+    wrong, safe = send_to_both(client, "no-stored-result", [order_body()] * 2, headers)
 
-    wrong_damage, safe_damage = damage_of(app, path("no-stored-result")), damage_of(app, SAFE)
+    wrong_damage, safe_damage = damages(app, "no-stored-result")
     first_id, replayed = wrong[0].get_json()["id"], wrong[1].get_data(as_text=True).strip()
     report(
         "no-stored-result",
@@ -275,7 +288,7 @@ def test_unscoped_key_shows_another_customer_the_first_ones_order_and_the_safe_p
         results[url] = (alice, bob)
     (wrong_alice, wrong_bob), (safe_alice, safe_bob) = results.values()
 
-    wrong_damage, safe_damage = damage_of(app, path("unscoped-key")), damage_of(app, SAFE)
+    wrong_damage, safe_damage = damages(app, "unscoped-key")
     report(
         "unscoped-key",
         wrong_damage,
@@ -301,10 +314,9 @@ def test_no_fingerprint_answers_a_changed_body_with_the_first_order_and_the_safe
     """Trigger: the same key with a changed body (five mugs instead of two)."""
     headers = {**ALICE, "Idempotency-Key": new_key(), **bought("changed-1")}
     two, five = order_body(), order_body(items=[{"sku": "MUG-01", "quantity": 5}])
-    wrong = [client.post(twin("no-fingerprint"), json=b, headers=headers) for b in (two, five)]
-    safe = [client.post("/api/orders", json=b, headers=headers) for b in (two, five)]
+    wrong, safe = send_to_both(client, "no-fingerprint", [two, five], headers)
 
-    wrong_damage, safe_damage = damage_of(app, path("no-fingerprint")), damage_of(app, SAFE)
+    wrong_damage, safe_damage = damages(app, "no-fingerprint")
     answered = wrong[1].get_json()["items"]
     lines = ", ".join(f"{item['quantity']} × {item['sku']}" for item in answered)
     report(
@@ -329,10 +341,9 @@ def test_new_gateway_key_per_attempt_charges_every_retry_after_a_lost_answer_and
     """Trigger: the gateway charges but its answer is lost (card …0259); the client retries with its key."""
     headers = {**ALICE, "Idempotency-Key": new_key(), **bought("lost-1")}
     lost = order_body(card_number=ANSWER_LOST_CARD)
-    wrong = [client.post(twin("new-gateway-key-per-attempt"), json=lost, headers=headers) for _ in range(2)]
-    safe = [client.post("/api/orders", json=lost, headers=headers) for _ in range(2)]
+    wrong, safe = send_to_both(client, "new-gateway-key-per-attempt", [lost] * 2, headers)
 
-    wrong_damage, safe_damage = damage_of(app, path("new-gateway-key-per-attempt")), damage_of(app, SAFE)
+    wrong_damage, safe_damage = damages(app, "new-gateway-key-per-attempt")
     report(
         "new-gateway-key-per-attempt",
         wrong_damage,
@@ -349,13 +360,11 @@ def test_new_gateway_key_per_attempt_charges_every_retry_after_a_lost_answer_and
 @pytest.mark.server
 @pytest.mark.slow
 def test_memory_store_pays_once_per_gunicorn_worker_and_the_safe_path_once(
-    app: Flask, database_url: str, tmp_path: Path
+    app: Flask, database_url: str, instance: Path
 ) -> None:
     """Trigger: four gunicorn workers, and duplicates of one request (one key) until two of the workers answered."""
     from tests.servers import gunicorn
 
-    instance = tmp_path / "gunicorn"
-    instance.mkdir()
     headers = {**ALICE, "Idempotency-Key": new_key(), **bought("workers-1")}
     with gunicorn(database_url, instance, workers=4) as [server]:
         wrong = duplicates_until_two_workers(
@@ -368,7 +377,7 @@ def test_memory_store_pays_once_per_gunicorn_worker_and_the_safe_path_once(
         )
     wrong_workers, safe_workers = {reply.headers["Lab-Worker"] for reply in wrong}, workers_that_answered(app)
 
-    wrong_damage, safe_damage = damage_of(app, path("memory-store")), damage_of(app, SAFE)
+    wrong_damage, safe_damage = damages(app, "memory-store")
     report(
         "memory-store",
         wrong_damage,

@@ -17,22 +17,20 @@ from checkout.shop.models import Order
 from tests.conftest import LiveServer
 from tests.helpers import (
     ANSWER_LOST_CARD,
-    GOOD_CARD,
     SLOW_CARD,
     UNAVAILABLE_CARD,
     Ledger,
     add_to_cart,
-    age_every_record,
     browser_at_checkout,
     browser_with_cart,
     checkout_fields,
+    checkout_with_a_mug,
     form_fields,
+    pay_in_browser,
     race,
+    reconcile_the_abandoned,
+    session_cookie,
 )
-
-
-def pay(client: FlaskClient, fields: dict[str, str], card: str = GOOD_CARD, email: str = "shopper@example.com"):
-    return client.post("/checkout", data={**fields, "email": email, "card_number": card})
 
 
 @pytest.mark.slow
@@ -72,11 +70,10 @@ def test_a_second_key_for_a_paid_cart_version_ends_on_that_order_and_charges_not
     client: FlaskClient, ledger: Ledger
 ) -> None:
     """A second tab's key, or a forged one, sent after the cart version was paid: the same order."""
-    add_to_cart(client)
-    fields = checkout_fields(client)
-    paid = pay(client, fields)
+    fields = checkout_with_a_mug(client)
+    paid = pay_in_browser(client, fields)
     assert paid.status_code == 303
-    again = pay(client, {**fields, "idempotency_key": str(uuid.uuid4())})
+    again = pay_in_browser(client, {**fields, "idempotency_key": str(uuid.uuid4())})
     assert again.status_code == 303 and again.headers["Location"] == paid.headers["Location"]
     assert 'data-testid="replay-notice"' in client.get(again.headers["Location"]).get_data(as_text=True)
     assert len(ledger.orders()) == 1 and len(ledger.succeeded_charges()) == 1
@@ -86,27 +83,32 @@ def test_a_session_cookie_saved_before_checkout_cannot_bring_a_paid_cart_back(
     client: FlaskClient, ledger: Ledger
 ) -> None:
     add_to_cart(client)
-    saved = client.get_cookie("session")
-    assert saved is not None
-    assert pay(client, checkout_fields(client)).status_code == 303
-    client.set_cookie("session", saved.value)  # the cookie from before the payment, sent again
+    saved = session_cookie(client)
+    assert pay_in_browser(client, checkout_fields(client)).status_code == 303
+    client.set_cookie("session", saved)  # the cookie from before the payment, sent again
     page = client.get("/checkout")
     if page.status_code == 200:  # whatever the checkout now offers, paying it must not charge again
-        pay(client, form_fields(page.get_data(as_text=True)))
+        pay_in_browser(client, form_fields(page.get_data(as_text=True)))
     assert len(ledger.orders()) == 1
     assert len(ledger.succeeded_charges()) == 1
+
+
+def unanswered_then_the_cart_changed(client: FlaskClient, card: str) -> dict[str, str]:
+    """A mug paid with ``card``, answered 503 (its order left pending), then the shopper adds a T-shirt to the
+    cart: the fields of the form that paid."""
+    fields = checkout_with_a_mug(client)
+    assert pay_in_browser(client, fields, card=card).status_code == 503
+    add_to_cart(client, "TEE-01")
+    return fields
 
 
 def test_after_the_gateway_was_down_a_changed_cart_gets_a_new_key_and_can_be_paid(
     client: FlaskClient, ledger: Ledger
 ) -> None:
-    add_to_cart(client)
-    first = checkout_fields(client)
-    assert pay(client, first, card=UNAVAILABLE_CARD).status_code == 503
-    add_to_cart(client, "TEE-01")
+    first = unanswered_then_the_cart_changed(client, UNAVAILABLE_CARD)
     second = checkout_fields(client)
     assert second["idempotency_key"] != first["idempotency_key"]
-    paid = pay(client, second)
+    paid = pay_in_browser(client, second)
     assert paid.status_code == 303
     [new] = ledger.orders(Order.idempotency_key == second["idempotency_key"])
     assert new.status == "paid" and new.total_cents == 1400 + 2400
@@ -116,10 +118,7 @@ def test_after_the_gateway_was_down_a_changed_cart_gets_a_new_key_and_can_be_pai
 def test_the_unfinished_earlier_payment_can_still_be_finished_from_its_order_page(
     client: FlaskClient, ledger: Ledger
 ) -> None:
-    add_to_cart(client)
-    first = checkout_fields(client)
-    assert pay(client, first, card=UNAVAILABLE_CARD).status_code == 503
-    add_to_cart(client, "TEE-01")  # the shopper changed the cart meanwhile
+    first = unanswered_then_the_cart_changed(client, UNAVAILABLE_CARD)
     [pending] = ledger.orders()
     page = client.get(f"/orders/{pending.public_id}").get_data(as_text=True)
     assert 'data-testid="finish-payment"' in page
@@ -137,18 +136,15 @@ def test_the_unfinished_earlier_payment_can_still_be_finished_from_its_order_pag
 def test_an_earlier_payment_finished_by_reconcile_never_marks_the_changed_cart_paid(
     app: Flask, client: FlaskClient, runner: FlaskCliRunner, ledger: Ledger
 ) -> None:
-    add_to_cart(client)
-    assert pay(client, checkout_fields(client), card=ANSWER_LOST_CARD).status_code == 503
-    add_to_cart(client, "TEE-01")
-    age_every_record(app)
-    assert "paid" in runner.invoke(args=["idempotency", "reconcile"]).output
+    unanswered_then_the_cart_changed(client, ANSWER_LOST_CARD)
+    assert "paid" in reconcile_the_abandoned(app, runner)
     [earlier] = ledger.orders()
     assert earlier.status == "paid"
 
     page = client.get("/checkout").get_data(as_text=True)
     assert 'data-testid="already-paid"' not in page  # the cart as it is now was never paid
     assert 'data-testid="earlier-payment"' in page and earlier.public_id in page
-    paid = pay(client, form_fields(page))
+    paid = pay_in_browser(client, form_fields(page))
     assert paid.status_code == 303
     assert sorted(o.total_cents for o in ledger.orders() if o.status == "paid") == [1400, 1400 + 2400]
     assert len(ledger.succeeded_charges()) == 2

@@ -55,13 +55,6 @@ SHORT_LEASE = {
 }
 
 
-@pytest.fixture
-def folder(tmp_path: Path) -> Path:
-    path = tmp_path / "proxied"
-    path.mkdir()
-    return path
-
-
 def servers_that_received(ledger: Ledger) -> list[str]:
     """The server of each ``received`` event, oldest first: where every attempt landed, by the lab's table."""
     server_of = {row.worker: row.server for row in ledger.rows(LabWorker)}
@@ -84,9 +77,9 @@ def submit(browser: urllib.request.OpenerDirector, url: str, form: bytes | None)
 
 
 def test_a_payment_slower_than_the_proxy_is_sent_to_both_servers_and_charged_once(
-    app: Flask, database_url: str, folder: Path, ledger: Ledger
+    app: Flask, database_url: str, instance: Path, ledger: Ledger
 ) -> None:
-    with proxied_shop(database_url, folder) as shop:
+    with proxied_shop(database_url, instance) as shop:
         browser, form = browser_at_checkout(shop.url)
         submit(browser, f"{shop.url}/checkout", form)
         sent = shop.sent("POST /checkout")
@@ -105,10 +98,10 @@ def test_a_payment_slower_than_the_proxy_is_sent_to_both_servers_and_charged_onc
 
 
 def test_pages_get_the_ordinary_wait_and_only_the_resent_post_the_short_one(
-    app: Flask, database_url: str, folder: Path, ledger: Ledger
+    app: Flask, database_url: str, instance: Path, ledger: Ledger
 ) -> None:
     pages = ("/checkout", "/lab", "/lab/unsafe-checkout", "/orders")
-    with proxied_shop(database_url, folder, read_timeout="1ms") as shop:  # shorter than any answer
+    with proxied_shop(database_url, instance, read_timeout="1ms") as shop:  # shorter than any answer
         browser = browser_with_cart(shop.url)
         statuses = {page: submit(browser, f"{shop.url}{page}", None)[0] for page in pages}
         fields = form_fields(browser.open(f"{shop.url}/checkout").read().decode())
@@ -125,9 +118,9 @@ def test_pages_get_the_ordinary_wait_and_only_the_resent_post_the_short_one(
 
 
 def test_after_the_proxys_504_the_same_form_again_shows_the_order_charged_once(
-    app: Flask, database_url: str, folder: Path, ledger: Ledger
+    app: Flask, database_url: str, instance: Path, ledger: Ledger
 ) -> None:
-    with proxied_shop(database_url, folder) as shop:
+    with proxied_shop(database_url, instance) as shop:
         browser, form = browser_at_checkout(shop.url)
         first = submit(browser, f"{shop.url}/checkout", form)
         timed_out = shop.sent("POST /checkout")
@@ -151,9 +144,9 @@ def test_after_the_proxys_504_the_same_form_again_shows_the_order_charged_once(
 
 
 def test_the_unsafe_checkout_behind_the_same_proxy_charges_one_press_twice(
-    app: Flask, database_url: str, folder: Path, ledger: Ledger
+    app: Flask, database_url: str, instance: Path, ledger: Ledger
 ) -> None:
-    with proxied_shop(database_url, folder) as shop:
+    with proxied_shop(database_url, instance) as shop:
         browser = browser_with_cart(shop.url)
         fields = form_fields(browser.open(f"{shop.url}/lab/unsafe-checkout").read().decode(), "unsafe-checkout-form")
         form = urlencode({**fields, "email": "shopper@example.com", "card_number": SLOW_CARD}).encode()
@@ -184,12 +177,12 @@ def kill_server(server: Server, worker: int) -> None:
 
 
 def test_a_server_killed_behind_the_proxy_mid_payment_leaves_one_order_and_one_charge(
-    app: Flask, database_url: str, folder: Path, ledger: Ledger
+    app: Flask, database_url: str, instance: Path, ledger: Ledger
 ) -> None:
     """nginx waits 10 s here: the copy it sends is for the dead server's broken connection, not a timeout."""
     key = str(uuid.uuid4())
     body, headers = order_body(card=SLOW_CARD), {**ALICE, "Idempotency-Key": key}
-    with proxied_shop(database_url, folder, read_timeout="10s", settings=SHORT_LEASE) as shop:
+    with proxied_shop(database_url, instance, read_timeout="10s", settings=SHORT_LEASE) as shop:
         first: dict[str, object] = {}
         client = threading.Thread(target=lambda: first.update(reply=post_json(f"{shop.url}/api/orders", body, headers)))
         client.start()
@@ -229,11 +222,11 @@ def test_a_server_killed_behind_the_proxy_mid_payment_leaves_one_order_and_one_c
 
 
 def test_an_api_client_behind_the_proxy_gets_409_from_the_other_server_then_its_one_order(
-    app: Flask, database_url: str, folder: Path, ledger: Ledger
+    app: Flask, database_url: str, instance: Path, ledger: Ledger
 ) -> None:
     """An API duplicate does not wait (no Prefer: wait): the other server answers 409 at once, nginx passes it on."""
     lines: list[str] = []
-    with proxied_shop(database_url, folder) as shop:
+    with proxied_shop(database_url, instance) as shop:
         result = retry_client.place_order(
             shop.url,
             "demo-alice-token",
@@ -254,13 +247,13 @@ def test_an_api_client_behind_the_proxy_gets_409_from_the_other_server_then_its_
 
 
 def test_an_api_client_that_waits_longer_than_the_proxy_gets_a_problem_504_and_its_retry_the_order(
-    app: Flask, database_url: str, folder: Path, ledger: Ledger
+    app: Flask, database_url: str, instance: Path, ledger: Ledger
 ) -> None:
     """Prefer: wait=10 where the cap on waits is not below nginx's read timeout (make proxy sets it so): the other
     server waits for the first attempt, longer than nginx waits for it."""
     key = str(uuid.uuid4())
     body, headers = order_body(card=SLOW_CARD), {**ALICE, "Idempotency-Key": key, "Prefer": "wait=10"}
-    with proxied_shop(database_url, folder, settings={"CHECKOUT_MAX_WAIT_SECONDS": "10"}) as shop:
+    with proxied_shop(database_url, instance, settings={"CHECKOUT_MAX_WAIT_SECONDS": "10"}) as shop:
         first = post_json(f"{shop.url}/api/orders", body, headers)
         # At once, with the same key, until the answer is not the proxy's: the retry may itself outwait nginx
         # while the first attempt is still at the slow gateway (on a busy machine it often does).
@@ -285,11 +278,11 @@ def test_an_api_client_that_waits_longer_than_the_proxy_gets_a_problem_504_and_i
 
 
 def test_an_api_body_over_the_limit_gets_the_proxys_413_as_problem_json(
-    app: Flask, database_url: str, folder: Path, ledger: Ledger
+    app: Flask, database_url: str, instance: Path, ledger: Ledger
 ) -> None:
     """nginx refuses it before any server sees it (client_max_body_size 64k): in the API's own form, as the shop
     would answer it, not nginx's HTML page."""
-    with proxied_shop(database_url, folder) as shop:
+    with proxied_shop(database_url, instance) as shop:
         refused = post_json(f"{shop.url}/api/orders", {**order_body(), "padding": "x" * 70_000},
                             {**ALICE, "Idempotency-Key": str(uuid.uuid4())})  # fmt: skip
     assert refused.status == 413
@@ -306,12 +299,12 @@ def _freeze(server: Server, signal_: signal.Signals) -> None:
 
 
 def test_a_read_from_a_hung_server_is_answered_by_the_other_after_a_few_seconds(
-    app: Flask, database_url: str, folder: Path
+    app: Flask, database_url: str, instance: Path
 ) -> None:
     """A read is always safe to send again: nginx gives a server 5 s, then asks the other. (Each request here may
     take 15 s before it fails the test: nginx's default 60 s would.)"""
     paths = ("/api/products", "/api/orders/ord_none", "/cart", "/")
-    with proxied_shop(database_url, folder) as shop:
+    with proxied_shop(database_url, instance) as shop:
         hung = shop.servers[0]
         _freeze(hung, signal.SIGSTOP)
         try:

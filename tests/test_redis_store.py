@@ -9,7 +9,6 @@ import random
 import threading
 import uuid
 from collections import Counter
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -38,15 +37,9 @@ from tests.helpers import (
     wait_for,
 )
 from tests.http import post_json
-from tests.redis_server import client_for, flush, own_redis_database
+from tests.redis_server import client_for, flush
 
 ROUTE = "/api/lab/stores/redis/orders"
-
-
-@pytest.fixture
-def redis_url() -> Iterator[str]:
-    with own_redis_database() as url:
-        yield url
 
 
 @pytest.fixture
@@ -78,6 +71,18 @@ def damage(client_or_url: Any, prefix: str) -> dict[str, Any]:
     if isinstance(client_or_url, str):
         return dict(send("GET", f"{client_or_url}/api/lab/damage?purchase_prefix={prefix}").json())
     return dict(client_or_url.get(f"/api/lab/damage?purchase_prefix={prefix}").get_json())
+
+
+def charged_once_and_measured(client_or_url: Any, prefix: str, ledger: Ledger, what: str) -> None:
+    """The lab's damage table for the purchases under ``prefix``: nothing charged more than once. Printed, with
+    the ledger's counts, on a line that begins with ``what`` (``pytest -s``)."""
+    found = damage(client_or_url, prefix)["totals"]
+    assert found["charged_more_than_once_cents"] == 0
+    print(
+        f"\n[measure] redis store, {what} orders={len(ledger.orders())} "
+        f"succeeded_charges={len(ledger.succeeded_charges())} "
+        f"charged_more_than_once=${found['charged_more_than_once_cents'] / 100:.2f}"
+    )
 
 
 # --- the contract of POST /api/orders, on Redis -------------------------------------------------
@@ -189,12 +194,8 @@ def test_a_storm_of_duplicates_on_the_redis_route_makes_one_claim_one_order_and_
     assert len({r.body for r in replies if r.status == 201}) == 1
     assert claims_per_key(ledger) == {key: 1}  # SET NX let exactly one of twenty claim the key
     assert len(ledger.orders()) == 1 and len(ledger.succeeded_charges()) == 1
-    found = damage(live_server.url, "storm-")["totals"]
-    assert found["charged_more_than_once_cents"] == 0
-    print(
-        f"\n[measure] redis store, 20 racing duplicates: statuses={dict(statuses)} claims=1 "
-        f"orders={len(ledger.orders())} succeeded_charges={len(ledger.succeeded_charges())} "
-        f"charged_more_than_once=${found['charged_more_than_once_cents'] / 100:.2f}"
+    charged_once_and_measured(
+        live_server.url, "storm-", ledger, f"20 racing duplicates: statuses={dict(statuses)} claims=1"
     )
 
 
@@ -213,13 +214,7 @@ def test_after_redis_forgets_a_finished_key_the_retry_gets_the_same_order_not_a_
     assert "Idempotent-Replayed" not in again.headers  # ... and so it cannot say it was
     assert len(ledger.orders()) == 1 and len(ledger.succeeded_charges()) == 1
     assert claims_per_key(ledger) == {key: 2}  # Redis let the key be claimed twice; the database did not
-    found = damage(client, "forgotten")["totals"]
-    assert found["charged_more_than_once_cents"] == 0
-    print(
-        f"\n[measure] redis store, key forgotten after the payment, retried: claims=2 orders={len(ledger.orders())} "
-        f"succeeded_charges={len(ledger.succeeded_charges())} "
-        f"charged_more_than_once=${found['charged_more_than_once_cents'] / 100:.2f}"
-    )
+    charged_once_and_measured(client, "forgotten", ledger, "key forgotten after the payment, retried: claims=2")
 
 
 def test_after_redis_forgets_a_key_mid_payment_the_retry_pays_the_pending_order_once(

@@ -22,13 +22,12 @@ from tests.helpers import (
     DECLINED_CARD,
     UNAVAILABLE_CARD,
     Ledger,
-    add_to_cart,
-    age_every_record,
-    checkout_fields,
+    checkout_with_a_mug,
     form_fields,
     order_body,
     post_order,
     race,
+    reconcile_the_abandoned,
     table_counts,
 )
 
@@ -177,8 +176,7 @@ def test_reconcile_finishes_a_refund_whose_client_never_came_back(
     order = paid_order(client, ANSWER_LOST_CARD)
     key = str(uuid.uuid4())
     assert refund(client, order["id"], key, {"amount_cents": 700}).status_code == 503
-    age_every_record(app)
-    assert "refunded" in runner.invoke(args=["idempotency", "reconcile"]).output
+    assert "refunded" in reconcile_the_abandoned(app, runner)
     [row] = ledger.rows(Refund)
     assert row.status == "succeeded"
     late = refund(client, order["id"], key, {"amount_cents": 700})
@@ -209,8 +207,7 @@ def test_the_gateway_refuses_to_refund_more_than_it_charged(app: Flask, client: 
 
 
 def test_a_double_submitted_refund_form_refunds_once_and_says_so(client: FlaskClient, ledger: Ledger) -> None:
-    add_to_cart(client)
-    fields = checkout_fields(client)
+    fields = checkout_with_a_mug(client)
     paid = client.post("/checkout", data={**fields, "email": "s@example.com", "card_number": "4242424242424242"})
     order_url = paid.headers["Location"]
     form = form_fields(client.get(order_url).get_data(as_text=True), "refund-form")
@@ -224,8 +221,7 @@ def test_a_double_submitted_refund_form_refunds_once_and_says_so(client: FlaskCl
 
 
 def test_the_refund_form_answers_bad_input_with_a_page_and_writes_nothing(app: Flask, client: FlaskClient) -> None:
-    add_to_cart(client)
-    fields = checkout_fields(client)
+    fields = checkout_with_a_mug(client)
     order_url = client.post(
         "/checkout", data={**fields, "email": "s@example.com", "card_number": "4242 4242 4242 4242"}
     ).headers["Location"]

@@ -57,10 +57,8 @@ def test_a_web_app_starts_no_thread_at_creation_nor_at_its_requests(database_url
 @pytest.mark.server
 @pytest.mark.slow
 def test_gunicorn_workers_relay_nothing_and_the_two_relay_processes_everything(
-    app: Flask, database_url: str, tmp_path: Path, ledger: Ledger
+    app: Flask, database_url: str, instance: Path, ledger: Ledger
 ) -> None:
-    instance = tmp_path / "gunicorn"
-    instance.mkdir()
     secret = {"CHECKOUT_WEBHOOK_SECRET": str(app.config["CHECKOUT_WEBHOOK_SECRET"])}  # the relay signs with it
     with gunicorn(database_url, instance, workers=2, settings=secret) as [server]:
         paid = post_json(f"{server.url}/api/orders", order_body(), {**ALICE, "Idempotency-Key": str(uuid.uuid4())})

@@ -20,19 +20,19 @@ from tests.conftest import LiveServer
 from tests.helpers import (
     ALICE,
     GOOD_CARD,
-    SLOW_CARD,
     UNAVAILABLE_CARD,
     VERY_SLOW_CARD,
     Ledger,
     age_every_record,
     charge_as_its_holder,
     claim_as_a_dying_worker,
+    duplicates_of_a_slow_order,
     order_body,
     post_order,
     signed_post,
     wait_for,
 )
-from tests.http import post_json, send
+from tests.http import send
 from tests.payments import claim_payment_as_a_dying_worker, new_key, payment_body, payments_of, post_payment
 
 ASYNC = {"Prefer": "respond-async"}
@@ -70,20 +70,11 @@ def test_without_the_preference_the_unknown_outcome_is_still_503(client: FlaskCl
 def test_a_duplicate_of_an_order_in_progress_is_202_with_its_location_instead_of_409(
     live_server: LiveServer, ledger: Ledger
 ) -> None:
-    key = str(uuid.uuid4())
-    url = f"{live_server.url}/api/orders"
-    first: list[Any] = []
-    thread = threading.Thread(
-        target=lambda: first.append(post_json(url, order_body(card=SLOW_CARD), {**ALICE, "Idempotency-Key": key}))
-    )
-    thread.start()
-    wait_for(lambda: ledger.worker_of("gateway_called"))  # the first is at the (slow) gateway
-    duplicate = post_json(url, order_body(card=SLOW_CARD), {**ALICE, "Idempotency-Key": key, **ASYNC})
-    thread.join()
+    first, [duplicate] = duplicates_of_a_slow_order(live_server.url, ledger, ASYNC)
     assert duplicate.status == 202
     assert duplicate.headers["Preference-Applied"] == "respond-async"
     assert int(duplicate.headers["Retry-After"]) >= 1
-    order_id = json.loads(first[0].body)["id"]
+    order_id = json.loads(first.body)["id"]
     assert duplicate.headers["Location"] == f"/api/orders/{order_id}"
     assert json.loads(duplicate.body)["status"] == "pending"
     after = send("GET", f"{live_server.url}{duplicate.headers['Location']}", headers=ALICE)

@@ -4,7 +4,6 @@ what the server knows, not a constant."""
 
 from __future__ import annotations
 
-import threading
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -17,61 +16,55 @@ from checkout.idempotency import RecordView, Scope
 from checkout.idempotency.units import utcnow
 from tests.conftest import LiveServer
 from tests.helpers import (
-    ALICE,
     GOOD_CARD,
-    SLOW_CARD,
     VERY_SLOW_CARD,
     Ledger,
     claim_as_a_dying_worker,
+    duplicates_of_a_slow_order,
     order_body,
     post_order,
-    wait_for,
 )
-from tests.http import post_json
+
+
+def duplicate_of_a_held_order(
+    app: Flask, client: FlaskClient, card: str, lease_seconds: float, headers: dict[str, str] | None = None
+) -> Any:
+    """A duplicate (with ``headers`` added) of an order whose worker died in its gateway call with ``card``, its
+    lease ``lease_seconds`` long: what the duplicate is told."""
+    key = str(uuid.uuid4())
+    claim_as_a_dying_worker(app, key, order_body(card=card), lease_seconds=lease_seconds)
+    return post_order(client, key, order_body(card=card), headers=headers)
 
 
 @pytest.mark.parametrize("app_overrides", [{"CHECKOUT_SLOW_CARD_SECONDS": 5.0, "CHECKOUT_LEASE_SECONDS": 40.0}])
 def test_a_duplicate_is_told_to_come_back_when_the_slow_gateway_should_have_answered(
     live_server: LiveServer, ledger: Ledger, app_overrides: dict[str, Any]
 ) -> None:
-    key, url = str(uuid.uuid4()), f"{live_server.url}/api/orders"
-    first: list[Any] = []
-    thread = threading.Thread(
-        target=lambda: first.append(post_json(url, order_body(card=SLOW_CARD), {**ALICE, "Idempotency-Key": key}))
-    )
-    thread.start()
-    wait_for(lambda: ledger.worker_of("gateway_called"))  # the first is inside its 5-second gateway call
-    duplicate = post_json(url, order_body(card=SLOW_CARD), {**ALICE, "Idempotency-Key": key})
-    thread.join()
+    first, [duplicate] = duplicates_of_a_slow_order(live_server.url, ledger, {})  # sent inside the 5 s call
     assert duplicate.status == 409
     assert 3 <= int(duplicate.headers["Retry-After"]) <= 5  # what is left of the 5 s, not the lease's 30
-    assert first[0].status == 201
+    assert first.status == 201
 
 
 @pytest.mark.parametrize("app_overrides", [{"CHECKOUT_VERY_SLOW_CARD_SECONDS": 20.0}])
 def test_a_duplicate_is_never_told_to_wait_past_the_holders_lease(
     app: Flask, client: FlaskClient, app_overrides: dict[str, Any]
 ) -> None:
-    key = str(uuid.uuid4())
-    claim_as_a_dying_worker(app, key, order_body(card=VERY_SLOW_CARD), lease_seconds=4)  # 20 s call, 4 s lease
-    duplicate = post_order(client, key, order_body(card=VERY_SLOW_CARD))
+    duplicate = duplicate_of_a_held_order(app, client, VERY_SLOW_CARD, lease_seconds=4)  # 20 s call, 4 s lease
     assert duplicate.status_code == 409
     assert 1 <= int(duplicate.headers["Retry-After"]) <= 4  # then the lease runs out, and a retry takes over
 
 
 def test_a_duplicate_of_a_quick_payment_is_told_to_come_back_in_a_second(app: Flask, client: FlaskClient) -> None:
-    key = str(uuid.uuid4())
-    claim_as_a_dying_worker(app, key, order_body(card=GOOD_CARD), lease_seconds=30)
-    assert post_order(client, key, order_body(card=GOOD_CARD)).headers["Retry-After"] == "1"
+    assert duplicate_of_a_held_order(app, client, GOOD_CARD, lease_seconds=30).headers["Retry-After"] == "1"
 
 
 @pytest.mark.parametrize("app_overrides", [{"CHECKOUT_VERY_SLOW_CARD_SECONDS": 20.0}])
 def test_a_duplicate_that_waited_is_told_when_to_come_back_as_of_its_answer_not_its_arrival(
     app: Flask, client: FlaskClient, app_overrides: dict[str, Any]
 ) -> None:
-    key = str(uuid.uuid4())
-    claim_as_a_dying_worker(app, key, order_body(card=VERY_SLOW_CARD), lease_seconds=8)  # 20 s call, 8 s lease
-    waited = post_order(client, key, order_body(card=VERY_SLOW_CARD), headers={**ALICE, "Prefer": "wait=3"})
+    # 20 s call, 8 s lease
+    waited = duplicate_of_a_held_order(app, client, VERY_SLOW_CARD, lease_seconds=8, headers={"Prefer": "wait=3"})
     assert waited.status_code == 409
     assert 1 <= int(waited.headers["Retry-After"]) <= 6  # 8 s of lease at its arrival, 3 of them spent waiting
 

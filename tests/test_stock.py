@@ -14,9 +14,7 @@ from flask.testing import FlaskClient, FlaskCliRunner
 from sqlalchemy.exc import IntegrityError
 
 from checkout.database import writing
-from checkout.extensions import db
-from checkout.lab.tables import LabStock
-from checkout.shop.models import HOLDS_STOCK, Order, OrderItem, Product
+from checkout.shop.models import Product
 from tests.helpers import (
     ALICE,
     BOB,
@@ -25,29 +23,19 @@ from tests.helpers import (
     UNAVAILABLE_CARD,
     Ledger,
     add_to_cart,
-    age_every_record,
     checkout_fields,
     order_body,
     post_order,
     race,
+    reconcile_the_abandoned,
     stock_of,
+    stock_out_of_balance,
 )
 
 
 def assert_stock_invariant(app: Flask) -> None:
-    with app.app_context():
-        held = dict(
-            db.session.execute(
-                sa.select(OrderItem.sku, sa.func.sum(OrderItem.quantity))
-                .join(Order, Order.id == OrderItem.order_id)
-                .where(Order.status.in_(HOLDS_STOCK))
-                .group_by(OrderItem.sku)
-            ).all()
-        )
-        stocked = sa.select(Product.sku, Product.stock, LabStock.seeded).join(LabStock, LabStock.sku == Product.sku)
-        for sku, stock, seeded in db.session.execute(stocked):
-            assert seeded == stock + int(held.get(sku, 0)), (sku, seeded, stock, held.get(sku))
-        db.session.remove()
+    """Every product's seeded stock is its stock now plus what its orders hold."""
+    assert stock_out_of_balance(app) == {}
 
 
 def test_an_order_takes_its_stock_and_a_decline_gives_it_back(app: Flask, client: FlaskClient) -> None:
@@ -66,8 +54,7 @@ def test_an_abandoned_payment_ended_by_reconcile_gives_its_stock_back_once(
     key = str(uuid.uuid4())
     assert post_order(client, key, order_body(card=UNAVAILABLE_CARD)).status_code == 503
     assert stock_of(app, "MUG-01") == before - 2  # pending: still held
-    age_every_record(app)
-    assert "failed" in runner.invoke(args=["idempotency", "reconcile"]).output
+    assert "failed" in reconcile_the_abandoned(app, runner)
     runner.invoke(args=["idempotency", "reconcile"])  # again: nothing more to give back
     assert stock_of(app, "MUG-01") == before
     assert_stock_invariant(app)

@@ -15,7 +15,7 @@ from checkout.extensions import db
 from checkout.gateway import GatewayError
 from checkout.shop.models import Product
 from checkout.shop.payment import gateway
-from tests.helpers import GOOD_CARD, Ledger, add_to_cart, checkout_fields, form_fields
+from tests.helpers import GOOD_CARD, Ledger, add_to_cart, checkout_fields, checkout_with_a_mug, form_fields
 
 STRONG_SECRET = "3f9c1e7a0b5d4c2e8f6a1b3c5d7e9f0a2b4c6d8e0f1a3b5c"
 
@@ -75,8 +75,7 @@ def checkout_csrf(client: FlaskClient) -> str:
 def test_the_checkout_charges_todays_price_and_a_form_shown_at_an_older_price_is_out_of_date(
     app: Flask, client: FlaskClient, ledger: Ledger
 ) -> None:
-    add_to_cart(client)
-    stale = checkout_fields(client)
+    stale = checkout_with_a_mug(client)
     with app.app_context():
         db.session.execute(sa.update(Product).where(Product.sku == "MUG-01").values(price_cents=1500))
         db.session.commit()

@@ -4,7 +4,6 @@ transactions) and only a few wait per key; per-client rate limits answer 429."""
 from __future__ import annotations
 
 import threading
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -16,8 +15,15 @@ from sqlalchemy import event
 
 from checkout.extensions import db
 from tests.conftest import LiveServer
-from tests.helpers import ALICE, BOB, SLOW_CARD, Ledger, browser_at_checkout, order_body, race, wait_for
-from tests.http import post_json
+from tests.helpers import (
+    ALICE,
+    BOB,
+    Ledger,
+    browser_at_checkout,
+    duplicates_of_a_slow_order,
+    race,
+    wait_for,
+)
 
 
 @contextmanager
@@ -38,8 +44,9 @@ def statements(app: Flask) -> Iterator[list[str]]:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("app_overrides", [{"CHECKOUT_LAB": False}])  # the shop's own writes: not the lab's log
 def test_a_waiting_duplicate_polls_with_reads_not_write_transactions(
-    app: Flask, live_server: LiveServer, ledger: Ledger
+    app: Flask, live_server: LiveServer, ledger: Ledger, app_overrides: dict[str, Any]
 ) -> None:
     browser, form = browser_at_checkout(live_server.url)  # slow card: the first submit takes 1.5 s
     with statements(app) as seen:
@@ -78,21 +85,11 @@ def test_past_a_few_waiters_a_duplicate_gets_the_still_processing_page_at_once(
 def test_an_api_client_may_ask_to_wait_for_the_outcome_with_prefer_wait(
     live_server: LiveServer, ledger: Ledger
 ) -> None:
-    key = str(uuid.uuid4())
-    url = f"{live_server.url}/api/orders"
-    first: list[Any] = []
-    thread = threading.Thread(
-        target=lambda: first.append(post_json(url, order_body(card=SLOW_CARD), {**ALICE, "Idempotency-Key": key}))
-    )
-    thread.start()
-    wait_for(lambda: ledger.worker_of("gateway_called"))
-    impatient = post_json(url, order_body(card=SLOW_CARD), {**ALICE, "Idempotency-Key": key})
-    patient = post_json(url, order_body(card=SLOW_CARD), {**ALICE, "Idempotency-Key": key, "Prefer": "wait=10"})
-    thread.join()
+    first, [impatient, patient] = duplicates_of_a_slow_order(live_server.url, ledger, {}, {"Prefer": "wait=10"})
     assert impatient.status == 409
     assert patient.status == 201 and patient.headers["Idempotent-Replayed"] == "true"
     assert patient.headers["Preference-Applied"] == "wait=10"
-    assert patient.body == first[0].body
+    assert patient.body == first.body
 
 
 @pytest.mark.parametrize("app_overrides", [{"CHECKOUT_RATE_LIMIT": "5 per minute"}])

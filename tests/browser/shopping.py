@@ -35,6 +35,13 @@ def fill_checkout(page: Page, base_url: str, card: str, email: str = "shopper@ex
         page.locator("input[name=card_number]").fill(card)
 
 
+def pay(page: Page, base_url: str, card: str) -> None:
+    """Put the first product in the cart, fill the checkout with ``card``, and press Pay."""
+    add_to_cart(page, base_url)
+    fill_checkout(page, base_url, card)
+    page.get_by_test_id("pay-button").click()
+
+
 def capture_form(page: Page) -> dict[str, str]:
     """The checkout form's fields as the browser would send them."""
     return page.evaluate("() => Object.fromEntries(new FormData(document.getElementById('checkout-form')))")

@@ -14,7 +14,7 @@ from checkout import client
 from checkout.audit import IdempotencyEvent, IdempotencyRecord
 from checkout.database import utcnow
 from checkout.shop.models import Order
-from tests.browser.shopping import add_to_cart, fill_checkout, pay_and_lose_the_answer
+from tests.browser.shopping import add_to_cart, fill_checkout, pay, pay_and_lose_the_answer
 from tests.conftest import LiveServer
 from tests.helpers import ANSWER_LOST_CARD, GOOD_CARD, SLOW_CARD, UNAVAILABLE_CARD, VERY_SLOW_CARD, Ledger, wait_for
 from tests.relays import RelayProcess
@@ -116,9 +116,7 @@ def test_exercise_2_with_the_relays_running_the_webhook_pays_and_the_timeline_sa
 
 
 def test_exercise_3_the_gateway_is_down(page: Page, live_server: LiveServer, ledger: Ledger) -> None:
-    add_to_cart(page, live_server.url)
-    fill_checkout(page, live_server.url, UNAVAILABLE_CARD)
-    page.get_by_test_id("pay-button").click()
+    pay(page, live_server.url, UNAVAILABLE_CARD)
     expect(page.get_by_test_id("error-message")).to_contain_text("try")
     [record] = ledger.records()
     assert (record.state, record.recovery_point, record.locked_by) == ("in_progress", "order_created", None)

@@ -9,7 +9,7 @@ from playwright.sync_api import Locator, Page, expect
 
 from checkout.lab.messages import WITHOUT_INBOX
 from checkout.shop.loyalty import LOYALTY
-from tests.browser.shopping import add_to_cart, fill_checkout
+from tests.browser.shopping import pay
 from tests.browser.test_accessibility import check
 from tests.conftest import LiveServer
 from tests.helpers import GOOD_CARD, Ledger
@@ -54,9 +54,7 @@ def test_exercise_17_the_consumer_dies_before_its_ack(
     page: Page, live_server: LiveServer, rabbit: Rabbit, ledger: Ledger
 ) -> None:
     # Step 1: no loyalty consumer runs (the tests start none); pay with 4242.
-    add_to_cart(page, live_server.url)
-    fill_checkout(page, live_server.url, GOOD_CARD)
-    page.get_by_test_id("pay-button").click()
+    pay(page, live_server.url, GOOD_CARD)
     expect(page.get_by_test_id("order-status")).to_have_text("paid")
     [order] = ledger.orders()
 

@@ -14,7 +14,7 @@ from playwright.sync_api import Browser, Page, expect
 from checkout.extensions import db
 from checkout.mail.outbox import OutboxMessage
 from checkout.mail.relay import Outgoing, relay_once
-from tests.browser.shopping import add_to_cart, fill_checkout
+from tests.browser.shopping import pay
 from tests.browser.test_accessibility import SIZES, check
 from tests.conftest import LiveServer
 from tests.helpers import GOOD_CARD, Ledger
@@ -34,9 +34,7 @@ def test_exercise_9_the_mail_relay_dies_between_sending_and_marking(
 ) -> None:
     # Step 1: the shop with no outbox relay running (CHECKOUT_OUTBOX_RELAY=off make run starts none; the tests
     # start none without the relays fixture, and a web worker never relays); pay with 4242.
-    add_to_cart(page, live_server.url)
-    fill_checkout(page, live_server.url, GOOD_CARD)
-    page.get_by_test_id("pay-button").click()
+    pay(page, live_server.url, GOOD_CARD)
     expect(page.get_by_test_id("order-status")).to_have_text("paid")
     [order] = ledger.orders()
     confirmation = f"<outbox.order_confirmation.{order.public_id}@checkout.invalid>"

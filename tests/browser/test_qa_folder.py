@@ -18,19 +18,17 @@ import os
 import shutil
 import subprocess
 import sys
-import uuid
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import pytest
-import sqlalchemy as sa
 from flask import Flask
 
 from checkout.extensions import db
 from tests.browser.conftest import _system_chromium
-from tests.conftest import POSTGRES_URL, _postgres_schema_url, make_app
+from tests.conftest import make_app, own_database
 from tests.relays import OUTBOX, WEBHOOKS, relay_forever
 from tests.servers import ROOT, gunicorn
 
@@ -43,29 +41,12 @@ NEEDS_THE_LAB = "button guard off"  # the one test that counts through the lab, 
 
 
 @contextmanager
-def fresh_database(folder: Path) -> Iterator[str]:
-    """A SQLite file, or a PostgreSQL schema of its own (dropped at the end)."""
-    if not POSTGRES_URL:
-        yield f"sqlite:///{folder / 'qa.sqlite3'}"
-        return
-    schema, admin = f"qa_{uuid.uuid4().hex[:12]}", sa.create_engine(POSTGRES_URL)
-    with admin.begin() as connection:
-        connection.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
-    try:
-        yield _postgres_schema_url(POSTGRES_URL, schema)
-    finally:
-        with admin.begin() as connection:
-            connection.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
-
-
-@contextmanager
 def served_shop(folder: Path, *, lab: bool) -> Iterator[str]:
     """The shop as deployed: a migrated, seeded database, gunicorn, and, with the lab on, the outbox relay and the
     webhook relay (with it off, the one test run only asks the shop whether it has a lab, and skips)."""
     instance = folder / "instance"
     with ExitStack() as stack:
-        database_url = stack.enter_context(fresh_database(folder))
+        database_url = stack.enter_context(own_database(folder / "qa.sqlite3", prefix="qa"))
         app = make_app(database_url, str(instance), CHECKOUT_LAB=lab)
         settings = {
             "CHECKOUT_INSTANCE_PATH": str(instance),

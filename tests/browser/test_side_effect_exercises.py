@@ -10,19 +10,13 @@ from playwright.sync_api import Browser, Page, expect
 from checkout.gateway import GatewayRefund
 from checkout.mail.outbox import OutboxMessage
 from checkout.shop.models import Refund, WebhookReceipt
-from tests.browser.shopping import add_to_cart, fill_checkout
+from tests.browser.shopping import fill_checkout, pay
 from tests.conftest import LiveServer
 from tests.helpers import ANSWER_LOST_CARD, SLOW_CARD, Ledger, wait_for
 from tests.mailing import maildir_message_ids
 from tests.relays import RelayProcess
 
 ORDER_URL = re.compile(r"/orders/ord_[0-9a-f]+$")
-
-
-def pay(page: Page, base_url: str, card: str) -> None:
-    add_to_cart(page, base_url)
-    fill_checkout(page, base_url, card)
-    page.get_by_test_id("pay-button").click()
 
 
 def test_exercise_7_refund_twice(page: Page, live_server: LiveServer, ledger: Ledger) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,17 +16,10 @@ from playwright.sync_api import Page, expect
 from checkout.audit import IdempotencyEvent
 from checkout.lab.redis_store import REDIS_PATH
 from tests.conftest import LiveServer
-from tests.helpers import Ledger, wait_for
-from tests.mailing import relay_environment
-from tests.redis_server import own_redis_database
+from tests.helpers import ANSWER_LOST_CARD, Ledger, wait_for
+from tests.mailing import python_process, relay_environment
 
 REDIS_ROUTE = "/api/lab/stores/redis/orders"
-
-
-@pytest.fixture
-def redis_url() -> Iterator[str]:
-    with own_redis_database() as url:
-        yield url
 
 
 @pytest.fixture
@@ -47,6 +39,12 @@ def command(*arguments: str, app: Flask, database_url: str) -> subprocess.Comple
     )
 
 
+def retry_client(url: str, path: str, *, app: Flask, database_url: str) -> subprocess.CompletedProcess[str]:
+    """The retry client (``python -m checkout.client``) paying through ``path`` with the card whose answer is lost."""
+    arguments = ["--url", url, "--path", path, "--card", ANSWER_LOST_CARD]
+    return command("-m", "checkout.client", *arguments, app=app, database_url=database_url)
+
+
 def test_exercise_12_redis_forgets_a_key(
     page: Page, app: Flask, live_server: LiveServer, database_url: str, ledger: Ledger
 ) -> None:
@@ -56,14 +54,7 @@ def test_exercise_12_redis_forgets_a_key(
 
     # Step 2: payments through the Redis store, from a second terminal (what make mass runs).
     arguments = ["--url", live_server.url, "--path", REDIS_ROUTE, "--payments", "60", "--clients", "8"]
-    mass = subprocess.Popen(
-        [sys.executable, "-m", "checkout.lab.mass", *arguments],
-        env=relay_environment(app, database_url),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
+    with python_process(app, database_url, "-m", "checkout.lab.mass", *arguments) as mass:
         # Step 3: while it runs, the Redis store page's button.
         page.get_by_test_id("redis-store-link").click()
         expect(page.get_by_role("heading", level=1)).to_have_text("The Redis store")
@@ -74,10 +65,6 @@ def test_exercise_12_redis_forgets_a_key(
         expect(page.get_by_role("status").first).to_contain_text("Redis forgot")
         answered_at_the_flush = live_server.answer_count(REDIS_ROUTE)
         output, errors = mass.communicate(timeout=180)
-    finally:
-        if mass.poll() is None:
-            mass.kill()
-            mass.wait()
 
     # Step 4: the run's result, then the damage table's store:redis row.
     assert mass.returncode == 0, errors
@@ -96,18 +83,7 @@ def test_exercise_13_a_gateway_that_ignores_keys(
     page: Page, app: Flask, live_server: LiveServer, database_url: str, ledger: Ledger
 ) -> None:
     # Step 1: the retry client, through the legacy gateway, with the card whose answer is lost.
-    paid = command(
-        "-m",
-        "checkout.client",
-        "--url",
-        live_server.url,
-        "--path",
-        "/api/lab/legacy-gateway/orders",
-        "--card",
-        "4000 0000 0000 0259",
-        app=app,
-        database_url=database_url,
-    )
+    paid = retry_client(live_server.url, "/api/lab/legacy-gateway/orders", app=app, database_url=database_url)
     # Step 2: the first attempt 503, the retry 201.
     assert paid.returncode == 0, paid.stdout + paid.stderr
     attempts = [line for line in paid.stdout.splitlines() if line.startswith("attempt ")]
@@ -130,18 +106,7 @@ def test_exercise_13_a_gateway_that_ignores_keys(
         expect(timeline).to_contain_text(step)
 
     # Step 4: the twin that retries without looking, and the page again.
-    twin = command(
-        "-m",
-        "checkout.client",
-        "--url",
-        live_server.url,
-        "--path",
-        "/api/lab/legacy-gateway/no-lookup/orders",
-        "--card",
-        "4000 0000 0000 0259",
-        app=app,
-        database_url=database_url,
-    )
+    twin = retry_client(live_server.url, "/api/lab/legacy-gateway/no-lookup/orders", app=app, database_url=database_url)
     assert twin.returncode == 0, twin.stdout + twin.stderr
     assert len(ledger.succeeded_charges()) == 3  # one, then two for the twin's one order
     page.goto(f"{live_server.url}/lab/reconciliation")
