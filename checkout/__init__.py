@@ -9,7 +9,15 @@ from typing import Any
 
 from flask import Flask
 
-from checkout.config import SETTINGS, defaults, finalize, from_environment, prepare_instance_folder
+from checkout.config import (
+    FLASK_DEFAULTS,
+    SETTINGS,
+    SETTINGS_KEY,
+    finalize,
+    from_environment,
+    prepare_instance_folder,
+    settings,
+)
 from checkout.database import configure_engine
 from checkout.extensions import csrf, db, migrate, once
 
@@ -31,12 +39,12 @@ def create_app(config: Mapping[str, Any] | None = None, *, instance_path: str | 
         template_folder=str(ROOT / "templates"),
         static_folder=str(ROOT / "static"),
     )
-    app.config.from_mapping(defaults())
+    app.config.from_mapping(FLASK_DEFAULTS)
     app.config.update(environment)
     if config:
         app.config.update(config)
     prepare_instance_folder(app.instance_path)
-    finalize(app.config, app.instance_path)
+    app.extensions[SETTINGS_KEY] = finalize(app.config, app.instance_path)  # typed: settings()
 
     from checkout.security import register_security
 
@@ -65,9 +73,9 @@ def create_app(config: Mapping[str, Any] | None = None, *, instance_path: str | 
         configure_engine(db.engine)
         app.extensions["checkout.gateway"] = Gateway(
             db.engine,
-            slow_seconds=float(app.config["CHECKOUT_SLOW_CARD_SECONDS"]),
-            very_slow_seconds=float(app.config["CHECKOUT_VERY_SLOW_CARD_SECONDS"]),
-            timeout_seconds=float(app.config["CHECKOUT_GATEWAY_TIMEOUT_SECONDS"]),
+            slow_seconds=settings(app).slow_card_seconds,
+            very_slow_seconds=settings(app).very_slow_card_seconds,
+            timeout_seconds=settings(app).gateway_timeout_seconds,
         )
 
     from checkout.audit import register_event_log
@@ -111,7 +119,7 @@ def register_blueprints(app: Flask) -> None:
 
     for blueprint in (shop_bp, checkout_bp, orders_bp, api_bp, cart_api_bp, webhooks_bp, openapi_bp):
         app.register_blueprint(blueprint)
-    if app.config["CHECKOUT_LAB"]:
+    if settings(app).lab:
         register_lab_blueprints(app)
 
 
@@ -160,4 +168,4 @@ def register_template_helpers(app: Flask) -> None:
 
     @app.context_processor
     def _globals() -> dict[str, Any]:
-        return {"cart_count": carts.count(), "lab_enabled": app.config["CHECKOUT_LAB"]}
+        return {"cart_count": carts.count(), "lab_enabled": settings(app).lab}

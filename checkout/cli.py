@@ -12,6 +12,7 @@ from flask import Flask, current_app
 from flask.cli import AppGroup
 
 from checkout.audit import purge_old_events
+from checkout.config import settings
 from checkout.database import writing
 from checkout.events.commands import events
 from checkout.extensions import once
@@ -53,7 +54,7 @@ def register_commands(app: Flask) -> None:
     @click.option("--reset", is_flag=True, help="Put every product's seeded stock back on the shelf.")
     def seed_command(reset: bool) -> None:
         """Products and the demo customers alice and bob (safe to run twice: today's stock stays)."""
-        demo = current_app.config["CHECKOUT_ENV"] != "production"
+        demo = settings().env != "production"
         with writing():
             added = seed(demo_customers=demo, reset_stock=reset)
         click.echo(f"seeded: {added['products']} new products, {added['customers']} new demo customers")
@@ -93,11 +94,7 @@ def register_commands(app: Flask) -> None:
     )
     def deliver_command(forever: bool, interval: float, url: str | None) -> None:
         """Deliver the gateway's due events (webhooks) to the shop, at least once."""
-        if (
-            not url
-            and current_app.config["CHECKOUT_ENV"] == "production"
-            and not current_app.config["CHECKOUT_WEBHOOK_URL"]
-        ):
+        if not url and settings().env == "production" and not settings().webhook_url:
             # The development default (CHECKOUT_SHOP_URL's /webhooks/gateway) is no address for production.
             raise click.UsageError(
                 "CHECKOUT_ENV=production needs CHECKOUT_WEBHOOK_URL (or --url): the full address of the shop's "

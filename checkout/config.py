@@ -6,6 +6,7 @@ Nothing is silently ignored: an unknown ``CHECKOUT_*`` variable (a typo), a valu
 an unknown ``CHECKOUT_ENV`` or a broken rule stops the app at start with a message that names the
 variable and says what to change. ``from_environment`` takes the variables by name; ``finalize``
 validates them with the caller's values in one pass, so every rule sees the values the app will use.
+The app keeps the typed ``Settings`` (``settings()``), not strings in its config: only Flask's own keys stay there.
 """
 
 from __future__ import annotations
@@ -21,11 +22,13 @@ from typing import Annotated, Any, Literal, Self
 from urllib.parse import urlsplit
 
 import click
+from flask import Flask, current_app
 from pydantic import AfterValidator, BeforeValidator, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from werkzeug.sansio.utils import host_is_trusted
 
 PREFIX = "CHECKOUT_"
+SETTINGS_KEY = "checkout.settings"  # where the app keeps its Settings (app.extensions)
 ENVIRONMENTS = ("development", "production")
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -293,8 +296,10 @@ FLASK_DEFAULTS: dict[str, Any] = {
 }
 
 
-def defaults() -> dict[str, Any]:
-    return {**FLASK_DEFAULTS, **{name: Settings.model_fields[field].default for field, name in NAMES.items()}}
+def settings(app: Flask | None = None) -> Settings:
+    """The app's settings, typed (``finalize`` made them): ``settings().lab``, ``settings(app).shop_url``."""
+    found: Settings = (app or current_app).extensions[SETTINGS_KEY]
+    return found
 
 
 def from_environment(environ: Mapping[str, str]) -> dict[str, Any]:
@@ -368,20 +373,20 @@ def _sqlite_file(uri: str) -> Path | None:
     return Path(uri[len(prefix) :].split("?", 1)[0])
 
 
-def finalize(config: dict[str, Any], instance_path: str) -> None:
-    """Type every setting and apply the rules between them (refusing what cannot work), then what follows."""
-    values = {field: config[name] for field, name in NAMES.items() if name in config}
+def finalize(config: dict[str, Any], instance_path: str) -> Settings:
+    """Type every setting and apply the rules between them (refusing what cannot work), then what follows: the
+    typed settings, for the app to keep; ``config`` keeps Flask's keys alone (its ``CHECKOUT_*`` inputs are taken)."""
+    values = {field: config.pop(name) for field, name in NAMES.items() if name in config}
     settings = _validated({**values, "SECRET_KEY": str(config.get("SECRET_KEY") or "")})
-    config.update({NAMES[field]: value for field, value in settings.model_dump().items()})
     if settings.env == "production":
-        config["CHECKOUT_LAB"] = False
+        settings.lab = False
         config["SESSION_COOKIE_SECURE"] = True
     else:  # generated once into the instance folder, so every worker and restart shares them
         if not config.get("SECRET_KEY"):
             config["SECRET_KEY"] = instance_secret(instance_path, "secret_key")
-        for name in ("CHECKOUT_FINGERPRINT_SECRET", "CHECKOUT_WEBHOOK_SECRET"):
-            if not config[name]:
-                config[name] = instance_secret(instance_path, name.removeprefix(PREFIX).lower())
+        for field in ("fingerprint_secret", "webhook_secret"):
+            if not getattr(settings, field):
+                setattr(settings, field, instance_secret(instance_path, field))
     if settings.trusted_hosts:
         config["TRUSTED_HOSTS"] = list(settings.trusted_hosts)
     # The idempotency extension's own settings (checkout/idempotency/edge.py), as this shop names them.
@@ -391,7 +396,7 @@ def finalize(config: dict[str, Any], instance_path: str) -> None:
         IDEMPOTENCY_WAITERS_PER_KEY=settings.waiters_per_key,
         IDEMPOTENCY_MAX_WAIT_SECONDS=settings.max_wait_seconds,
         IDEMPOTENCY_CARRIERS=settings.carriers,
-        IDEMPOTENCY_SECRET=config["CHECKOUT_FINGERPRINT_SECRET"],
+        IDEMPOTENCY_SECRET=settings.fingerprint_secret,
     )
 
     if not config.get("SQLALCHEMY_DATABASE_URI"):
@@ -410,3 +415,4 @@ def finalize(config: dict[str, Any], instance_path: str) -> None:
         # Create it readable by its owner only, before SQLite creates it with the default umask.
         database_file.parent.mkdir(parents=True, exist_ok=True)
         os.close(os.open(database_file, os.O_WRONLY | os.O_CREAT, 0o600))
+    return settings

@@ -15,6 +15,7 @@ from flask import Flask, current_app
 from flask_limiter import Limiter
 from limits.storage import MemoryStorage
 
+from checkout.config import settings
 from checkout.shop.identity import client_key, counts_against_nobody
 
 
@@ -49,9 +50,9 @@ class SweptMemoryStorage(MemoryStorage):
 
 
 def register_rate_limits(app: Flask) -> None:
-    setting = str(app.config["CHECKOUT_RATE_LIMIT"]).strip()
+    setting = settings(app).rate_limit.strip()
     enabled = setting.lower() not in ("off", "false", "0", "")
-    redis_url = str(app.config["CHECKOUT_REDIS_URL"])
+    redis_url = settings(app).redis_url
     limiter = Limiter(
         key_func=client_key,
         application_limits=[setting] if enabled else [],  # one budget per client, across every route

@@ -12,12 +12,13 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any
 
-from flask import Blueprint, Response, current_app
+from flask import Blueprint, Response
 from spectree import Response as Answers
 from spectree import SecurityScheme, SecuritySchemeData, SpecTree
 from spectree.models import SecureType
 
 from checkout import __version__
+from checkout.config import settings
 from checkout.idempotency import json_bytes
 from checkout.shop import schemas
 
@@ -295,4 +296,4 @@ def _document(production: bool) -> bytes:
 
 @bp.get("/api/openapi.json")
 def openapi_json() -> Response:
-    return Response(_document(current_app.config["CHECKOUT_ENV"] == "production"), mimetype=JSON)
+    return Response(_document(settings().env == "production"), mimetype=JSON)

@@ -13,6 +13,8 @@ from typing import Any
 from flask import Flask, Response, abort, request
 from werkzeug.datastructures import MultiDict
 
+from checkout.config import settings
+
 BODY_PROBLEM = "checkout.body_problem"
 FORM_TYPES = frozenset({"application/x-www-form-urlencoded", "multipart/form-data"})
 
@@ -99,7 +101,7 @@ def refuse_nul_characters() -> None:
 
 
 def register_security(app: Flask) -> None:
-    production = app.config["CHECKOUT_ENV"] == "production"
+    production = settings(app).env == "production"
     # Wrapping wsgi_app is Flask's documented way to add middleware; mypy sees it as a method being replaced.
     app.wsgi_app = BoundedBody(app.wsgi_app, int(app.config["MAX_CONTENT_LENGTH"]))  # type: ignore[method-assign]
     app.wsgi_app = LowerCaseHost(app.wsgi_app)  # type: ignore[method-assign]

@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from checkout import create_app  # noqa: E402
+from checkout.config import settings  # noqa: E402
 from checkout.database import writing  # noqa: E402
 from checkout.extensions import db  # noqa: E402
 from checkout.shop.seed import seed  # noqa: E402
@@ -125,7 +126,7 @@ def main() -> None:
                 seed(demo_customers=True)
             db.session.remove()
         server = make_server("127.0.0.1", 0, app, threaded=True)
-        app.config["CHECKOUT_SHOP_URL"] = f"http://127.0.0.1:{server.server_port}"  # the relay's webhooks go here
+        settings(app).shop_url = f"http://127.0.0.1:{server.server_port}"  # the relay's webhooks go here
         threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         try:
             with sync_playwright() as playwright:

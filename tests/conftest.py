@@ -24,7 +24,7 @@ from flask.testing import FlaskClient, FlaskCliRunner
 from werkzeug.serving import make_server
 
 from checkout import create_app
-from checkout.config import parse_bool
+from checkout.config import parse_bool, settings
 from checkout.database import writing
 from checkout.extensions import db
 from checkout.shop.seed import seed
@@ -138,14 +138,14 @@ def make_app(database_url: str, instance_path: str, **overrides: Any) -> Flask:
         shutil.copyfile(template, target)
         target.chmod(0o600)
     app = create_app(config, instance_path=instance_path)
-    if (template is not None or _SEEDED.get(database_url) is lab) and app.config["CHECKOUT_LAB"] == lab:
+    if (template is not None or _SEEDED.get(database_url) is lab) and settings(app).lab == lab:
         return app
     with app.app_context():
         db.create_all()  # tests only; the app's schema comes from migrations
         with writing():
             seed(demo_customers=True)
         db.session.remove()
-        if target is not None and app.config["CHECKOUT_LAB"] == lab:
+        if target is not None and settings(app).lab == lab:
             _keep_as_template(target, lab)
     return app
 
@@ -316,7 +316,7 @@ def live_server(app: Flask) -> Iterator[LiveServer]:
     server_info = LiveServer(url="", app=app)
     server = make_server("127.0.0.1", 0, _CountPosts(app, server_info), threaded=True)
     server_info.url = f"http://127.0.0.1:{server.server_port}"
-    app.config["CHECKOUT_SHOP_URL"] = server_info.url  # where the lab's own requests (and webhooks) go
+    settings(app).shop_url = server_info.url  # where the lab's own requests (and webhooks) go
     # poll_interval: shutdown() waits for the serving loop to notice; 0.5 s by default, per test.
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
     thread.start()

@@ -21,6 +21,7 @@ import sqlalchemy as sa
 from aiosmtpd.controller import Controller
 from flask import Flask
 
+from checkout.config import settings
 from checkout.database import utcnow, writing
 from checkout.extensions import db
 from checkout.mail.outbox import ORDER_CONFIRMATION, OutboxMessage, enqueue
@@ -140,13 +141,13 @@ def relay_environment(app: Flask, database_url: str) -> dict[str, str]:
         "DATABASE_URL": database_url,
         "CHECKOUT_INSTANCE_PATH": app.instance_path,
         "SECRET_KEY": "test-secret-key",
-        "CHECKOUT_SHOP_URL": str(app.config["CHECKOUT_SHOP_URL"]),
-        "CHECKOUT_WEBHOOK_SECRET": str(app.config["CHECKOUT_WEBHOOK_SECRET"]),
+        "CHECKOUT_SHOP_URL": settings(app).shop_url,
+        "CHECKOUT_WEBHOOK_SECRET": settings(app).webhook_secret,
     }
-    env["CHECKOUT_AMQP_URL"] = str(app.config["CHECKOUT_AMQP_URL"]) or "off"
-    env["CHECKOUT_AMQP_EXCHANGE"] = str(app.config["CHECKOUT_AMQP_EXCHANGE"])
-    if app.config["CHECKOUT_SMTP_URL"]:
-        env["CHECKOUT_SMTP_URL"] = app.config["CHECKOUT_SMTP_URL"]
+    env["CHECKOUT_AMQP_URL"] = settings(app).amqp_url or "off"
+    env["CHECKOUT_AMQP_EXCHANGE"] = settings(app).amqp_exchange
+    if settings(app).smtp_url:
+        env["CHECKOUT_SMTP_URL"] = settings(app).smtp_url
     return env
 
 

@@ -16,6 +16,7 @@ import pytest
 from flask import Flask
 from pika.exceptions import AMQPError
 
+from checkout.config import settings
 from checkout.events.broker import Broker, broker_of
 from tests.mailing import flask_here, flask_process
 
@@ -74,8 +75,8 @@ def rabbit_for(app: Flask, database_url: str) -> Iterator[Rabbit]:
         pika.BlockingConnection(pika.URLParameters(url + ("&" if "?" in url else "?") + "socket_timeout=2")).close()
     except AMQPError as error:
         pytest.skip(f"no RabbitMQ answers at {url} ({type(error).__name__}); set TEST_AMQP_URL, or start one")
-    app.config["CHECKOUT_AMQP_URL"] = url
-    app.config["CHECKOUT_AMQP_EXCHANGE"] = f"test-{uuid.uuid4().hex[:12]}"
+    settings(app).amqp_url = url
+    settings(app).amqp_exchange = f"test-{uuid.uuid4().hex[:12]}"
     rabbit = Rabbit(app, database_url)
     try:
         yield rabbit

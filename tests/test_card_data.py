@@ -11,6 +11,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from checkout import create_app
+from checkout.config import settings
 from checkout.extensions import db
 from checkout.idempotency import fingerprint
 from checkout.shop.schemas import parse_order
@@ -44,7 +45,7 @@ def test_the_fingerprint_is_keyed_by_its_own_secret_not_the_session_secret(
     def keyed_by(secret: str) -> str:
         return fingerprint(secret, "POST", "POST /api/orders", body)
 
-    assert record.fingerprint == keyed_by(app.config["CHECKOUT_FINGERPRINT_SECRET"])
+    assert record.fingerprint == keyed_by(settings(app).fingerprint_secret)
     assert record.fingerprint != keyed_by(app.config["SECRET_KEY"])
 
 

@@ -11,7 +11,7 @@ import pytest
 from flask.testing import FlaskCliRunner
 
 from checkout import create_app
-from checkout.config import parse_bool
+from checkout.config import parse_bool, settings
 from checkout.extensions import db
 from checkout.lab.proxy import wait_cap
 from tests.helpers import ALICE, Ledger, order_body, post_order, purge_every_record
@@ -45,8 +45,8 @@ def test_development_keeps_one_generated_secret_in_the_instance_folder(
     first = create_app({"SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path}/x.db"})
     second = create_app({"SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path}/x.db"})  # another worker, same folder
     assert first.config["SECRET_KEY"] == second.config["SECRET_KEY"]
-    assert first.config["CHECKOUT_FINGERPRINT_SECRET"] == second.config["CHECKOUT_FINGERPRINT_SECRET"]
-    assert first.config["SECRET_KEY"] != first.config["CHECKOUT_FINGERPRINT_SECRET"]
+    assert settings(first).fingerprint_secret == settings(second).fingerprint_secret
+    assert first.config["SECRET_KEY"] != settings(first).fingerprint_secret
 
 
 def test_environment_settings_are_read_and_typed(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
@@ -54,9 +54,9 @@ def test_environment_settings_are_read_and_typed(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("CHECKOUT_KEY_LIFETIME_SECONDS", "60")
     monkeypatch.setenv("CHECKOUT_LAB", "0")
     app = create_app({"SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path}/x.db", "SECRET_KEY": "k"})
-    assert app.config["CHECKOUT_LEASE_SECONDS"] == 40.5
-    assert app.config["CHECKOUT_KEY_LIFETIME_SECONDS"] == 60
-    assert app.config["CHECKOUT_LAB"] is False
+    assert settings(app).lease_seconds == 40.5
+    assert settings(app).key_lifetime_seconds == 60
+    assert settings(app).lab is False
 
 
 @pytest.mark.parametrize("app_overrides", [{"CHECKOUT_LAB": False}])
@@ -131,8 +131,8 @@ def test_checkout_env_is_normalised_so_production_is_production_however_it_is_wr
     monkeypatch: pytest.MonkeyPatch, tmp_path: Any, spelling: str
 ) -> None:
     app = production_app(monkeypatch, tmp_path, spelling)
-    assert app.config["CHECKOUT_ENV"] == "production"
-    assert app.config["CHECKOUT_LAB"] is False
+    assert settings(app).env == "production"
+    assert settings(app).lab is False
     assert app.test_client().get("/lab").status_code == 404
     assert app.test_client().get("/api/orders", headers=ALICE).status_code == 401  # no demo tokens
 
@@ -178,7 +178,7 @@ def test_checkout_outbox_relay_off_is_accepted_as_exercise_9_starts_the_shop(
 ) -> None:
     monkeypatch.setenv("CHECKOUT_OUTBOX_RELAY", "off")  # make run then starts no outbox relay process
     app = create_app({"SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path}/x.db", "SECRET_KEY": STRONG})
-    assert app.config["CHECKOUT_OUTBOX_RELAY"] is False
+    assert settings(app).outbox_relay is False
 
 
 def test_checkout_outbox_relay_thread_the_old_development_default_still_starts_the_shop(
@@ -187,7 +187,7 @@ def test_checkout_outbox_relay_thread_the_old_development_default_still_starts_t
     """The spec's name for the development default: the relay runs, as its own process now."""
     monkeypatch.setenv("CHECKOUT_OUTBOX_RELAY", "thread")
     app = create_app({"SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path}/x.db", "SECRET_KEY": STRONG})
-    assert app.config["CHECKOUT_OUTBOX_RELAY"] is True
+    assert settings(app).outbox_relay is True
 
 
 @pytest.mark.server
@@ -216,7 +216,7 @@ def test_the_flask_command_says_what_to_fix_in_one_line_per_setting_not_a_traceb
 def test_the_callers_values_are_typed_and_checked_like_the_environments(tmp_path: Any) -> None:
     database = {"SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path}/x.db", "SECRET_KEY": STRONG}
     app = create_app({**database, "CHECKOUT_SLOW_CARD_SECONDS": "4", "CHECKOUT_LAB": "off"})
-    assert app.config["CHECKOUT_SLOW_CARD_SECONDS"] == 4.0 and app.config["CHECKOUT_LAB"] is False
+    assert settings(app).slow_card_seconds == 4.0 and settings(app).lab is False
     with pytest.raises(ValueError, match=r"CHECKOUT_WAITERS_PER_KEY=0 is not valid"):
         create_app({**database, "CHECKOUT_WAITERS_PER_KEY": 0})
 

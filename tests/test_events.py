@@ -18,6 +18,7 @@ import sqlalchemy as sa
 from flask import Flask
 from flask.testing import FlaskClient
 
+from checkout.config import settings
 from checkout.events.broker import publish_due, queue_states
 from checkout.events.inbox import EventDelivery, InboxMessage
 from checkout.events.outbox import OutboxEvent
@@ -105,7 +106,7 @@ def test_an_event_is_marked_published_once_the_broker_confirmed_it(
 
 
 def test_without_a_broker_the_shop_pays_and_the_event_waits_in_the_outbox(client: FlaskClient, app: Flask) -> None:
-    app.config["CHECKOUT_AMQP_URL"] = "amqp://guest:guest@127.0.0.1:1/%2F"  # nobody listens there
+    settings(app).amqp_url = "amqp://guest:guest@127.0.0.1:1/%2F"  # nobody listens there
     pay(client)
     published = flask_here(app, "events", "publish")
     assert published.returncode == 1 and "did not take the events" in published.stderr

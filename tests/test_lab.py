@@ -14,6 +14,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from checkout.audit import IdempotencyEvent
+from checkout.config import settings
 from checkout.database import writing
 from checkout.extensions import db
 from checkout.shop.models import Cart, Order
@@ -113,7 +114,7 @@ def test_production_turns_the_lab_off(monkeypatch: pytest.MonkeyPatch, tmp_path:
             "CHECKOUT_TRUSTED_HOSTS": "localhost",  # the test client's Host
         }
     )
-    assert app.config["CHECKOUT_LAB"] is False
+    assert settings(app).lab is False
     assert app.test_client().get("/api/lab/ledger").status_code == 404
 
 

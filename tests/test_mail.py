@@ -16,6 +16,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from checkout import create_app
+from checkout.config import settings
 from checkout.database import utcnow
 from checkout.extensions import db
 from checkout.mail import relay, transports
@@ -95,7 +96,7 @@ def test_a_confirmation_reaches_a_real_smtp_server_once_with_the_message_id_of_i
 ) -> None:
     enqueue_message(app)
     with smtp_server() as (server, port):
-        app.config["CHECKOUT_SMTP_URL"] = f"smtp://127.0.0.1:{port}"
+        settings(app).smtp_url = f"smtp://127.0.0.1:{port}"
         done = relay_in(app)
         [received] = server.wait_for(1)
         assert [o.subject for o in done.sent] == ["ord_test1"] and done.transport == f"smtp://127.0.0.1:{port}"
@@ -117,7 +118,7 @@ def test_a_send_that_fails_counts_the_attempt_and_keeps_the_message_for_a_later_
     app: Flask, ledger: Ledger
 ) -> None:
     port = free_port()  # nothing listens there: the mail server is down
-    app.config["CHECKOUT_SMTP_URL"] = f"smtp://127.0.0.1:{port}"
+    settings(app).smtp_url = f"smtp://127.0.0.1:{port}"
     enqueue_message(app, "ord_a")
     enqueue_message(app, "ord_b")
     down = relay_in(app)
@@ -146,7 +147,7 @@ def test_a_message_the_server_refuses_does_not_stop_the_round(app: Flask, ledger
     enqueue_message(app, "ord_refused", recipient=REFUSED_RECIPIENT)
     enqueue_message(app, "ord_fine")
     with smtp_server() as (server, port):
-        app.config["CHECKOUT_SMTP_URL"] = f"smtp://127.0.0.1:{port}"
+        settings(app).smtp_url = f"smtp://127.0.0.1:{port}"
         done = relay_in(app)
         assert [o.subject for o in done.sent] == ["ord_fine"] and not done.transport_down
         assert [f.outgoing.subject for f in done.failed] == ["ord_refused"]
@@ -171,7 +172,7 @@ def test_a_message_that_cannot_be_built_is_kept_with_its_error_and_the_round_goe
 
 
 def test_without_an_smtp_url_messages_land_in_the_instance_folders_maildir(app: Flask, ledger: Ledger) -> None:
-    assert not app.config["CHECKOUT_SMTP_URL"]
+    assert not settings(app).smtp_url
     enqueue_message(app)
     done = relay_in(app)
     assert done.transport == f"the Maildir {Path(app.instance_path) / 'mail'}"
@@ -342,7 +343,7 @@ def test_the_mailbox_with_smtp_says_where_the_mail_went_and_shows_only_the_outbo
     app: Flask, client: FlaskClient
 ) -> None:
     enqueue_message(app)
-    app.config["CHECKOUT_SMTP_URL"] = "smtp://127.0.0.1:2525"
+    settings(app).smtp_url = "smtp://127.0.0.1:2525"
     html = client.get("/lab/mailbox").get_data(as_text=True)
     assert 'data-testid="smtp-notice"' in html and "smtp://127.0.0.1:2525" in html
     assert 'data-testid="mail-group"' not in html and 'data-testid="duplicates-total"' not in html

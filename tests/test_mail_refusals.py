@@ -14,6 +14,7 @@ import pytest
 from aiosmtpd.controller import Controller
 from flask import Flask
 
+from checkout.config import settings
 from checkout.extensions import db
 from checkout.mail.outbox import OutboxMessage
 from checkout.mail.relay import Round, backlog, relay_once
@@ -58,7 +59,7 @@ def server_without_smtputf8(app: Flask) -> Iterator[StrictRecorder]:
     recorder = StrictRecorder()
     controller = Controller(recorder, hostname="127.0.0.1", port=free_port(), enable_SMTPUTF8=False)
     controller.start()
-    app.config["CHECKOUT_SMTP_URL"] = f"smtp://127.0.0.1:{controller.port}"
+    settings(app).smtp_url = f"smtp://127.0.0.1:{controller.port}"
     try:
         yield recorder
     finally:
@@ -191,7 +192,7 @@ def test_the_labs_mailbox_shows_a_refused_message_as_refused_not_waiting(app: Fl
 
 def test_a_mail_server_name_that_cannot_be_encoded_is_a_server_down_not_a_refusal(app: Flask, ledger: Ledger) -> None:
     enqueue_message(app, "ord_typo")
-    app.config["CHECKOUT_SMTP_URL"] = "smtp://smtp..example.com:2525"  # a typo in the setting, not in the mail
+    settings(app).smtp_url = "smtp://smtp..example.com:2525"  # a typo in the setting, not in the mail
     done = relay_in(app)
     assert done.transport_down and done.sent == []
     row = by_subject(ledger)["ord_typo"]

@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
+from checkout.config import settings as settings_of
 from checkout.database import utcnow
 from checkout.extensions import db
 from checkout.gateway import GatewayCharge, GatewayRefund
@@ -71,7 +72,7 @@ LEDGER_TABLES = (  # children first
 @pytest.mark.slow
 def test_no_sequence_of_retries_faults_crashes_refunds_and_webhooks_breaks_an_invariant(app: Flask) -> None:
     client = app.test_client()
-    secret = str(app.config["CHECKOUT_WEBHOOK_SECRET"])
+    secret = settings_of(app).webhook_secret
 
     class Checkout(RuleBasedStateMachine):
         def __init__(self) -> None:

@@ -16,6 +16,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 from honcho.environ import parse_procfile
 
+from checkout.config import settings
 from checkout.extensions import db
 from checkout.gateway import GatewayEvent
 from checkout.mail.outbox import OutboxMessage
@@ -59,7 +60,7 @@ def test_a_web_app_starts_no_thread_at_creation_nor_at_its_requests(database_url
 def test_gunicorn_workers_relay_nothing_and_the_two_relay_processes_everything(
     app: Flask, database_url: str, instance: Path, ledger: Ledger
 ) -> None:
-    secret = {"CHECKOUT_WEBHOOK_SECRET": str(app.config["CHECKOUT_WEBHOOK_SECRET"])}  # the relay signs with it
+    secret = {"CHECKOUT_WEBHOOK_SECRET": settings(app).webhook_secret}  # the relay signs with it
     with gunicorn(database_url, instance, workers=2, settings=secret) as [server]:
         paid = post_json(f"{server.url}/api/orders", order_body(), {**ALICE, "Idempotency-Key": str(uuid.uuid4())})
         assert paid.status == 201
@@ -71,7 +72,7 @@ def test_gunicorn_workers_relay_nothing_and_the_two_relay_processes_everything(
         threading.Event().wait(2.5)
         assert sent(ledger) == [] and delivered(ledger) == []
 
-        app.config["CHECKOUT_SHOP_URL"] = server.url  # where the webhook relay delivers
+        settings(app).shop_url = server.url  # where the webhook relay delivers
         with relay_forever(app, database_url, OUTBOX) as outbox, relay_forever(app, database_url, WEBHOOKS) as hooks:
             wait_for(lambda: sent(ledger) and delivered(ledger))
             assert outbox.stop() == 0 and hooks.stop() == 0
@@ -84,7 +85,7 @@ def test_outbox_relay_forever_sends_to_a_real_smtp_server_and_stops_cleanly_on_s
     app: Flask, database_url: str, ledger: Ledger
 ) -> None:
     with smtp_server() as (recorder, port):
-        app.config["CHECKOUT_SMTP_URL"] = f"smtp://127.0.0.1:{port}"
+        settings(app).smtp_url = f"smtp://127.0.0.1:{port}"
         enqueue_message(app)
         with relay_forever(app, database_url, OUTBOX) as relay:
             [received] = recorder.wait_for(1)

@@ -11,6 +11,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from checkout import create_app
+from checkout.config import settings
 from checkout.extensions import db
 from checkout.gateway import GatewayError
 from checkout.shop.models import Product
@@ -37,7 +38,7 @@ def test_production_starts_with_a_strong_secret_key(monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("CHECKOUT_WEBHOOK_SECRET", "e" + STRONG_SECRET[1:][::-1])
     monkeypatch.setenv("CHECKOUT_TRUSTED_HOSTS", "shop.example")
     app = create_app({"SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path}/p.db"})
-    assert app.config["CHECKOUT_ENV"] == "production"
+    assert settings(app).env == "production"
 
 
 def forge_session(app: Flask, client: FlaskClient, **values: object) -> None:

@@ -25,6 +25,7 @@ from flask import Flask, current_app
 from pika.adapters.blocking_connection import BlockingChannel
 from pika.exceptions import AMQPError
 
+from checkout.config import settings
 from checkout.database import reading, table_of, utcnow, writing
 from checkout.events.outbox import OutboxEvent, message_id
 
@@ -104,8 +105,8 @@ class Broker:
 def broker_of(app: Flask | None = None) -> Broker | None:
     """The app's broker, or None with ``CHECKOUT_AMQP_URL=off``."""
     app = app or current_app
-    url = str(app.config["CHECKOUT_AMQP_URL"])
-    return Broker(url, str(app.config["CHECKOUT_AMQP_EXCHANGE"]), app.extensions.get(CONSUMERS, {})) if url else None
+    url = settings(app).amqp_url
+    return Broker(url, settings(app).amqp_exchange, app.extensions.get(CONSUMERS, {})) if url else None
 
 
 def short_error(error: BaseException) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from flask import Flask
 
+from checkout.config import settings
 from checkout.gateway.webhooks import Deliverer
 
 PATH = "/webhooks/gateway"
@@ -20,16 +21,16 @@ def deliverer(app: Flask) -> Deliverer:
 
 def shop_url(app: Flask) -> str:
     """This shop's own base address, as configured: where its server-side requests to itself go."""
-    return str(app.config["CHECKOUT_SHOP_URL"]).rstrip("/")
+    return settings(app).shop_url
 
 
 def webhook_url(app: Flask) -> str:
-    return str(app.config["CHECKOUT_WEBHOOK_URL"]) or shop_url(app) + PATH
+    return settings(app).webhook_url or shop_url(app) + PATH
 
 
 def register_deliverer(app: Flask) -> None:
     app.extensions["checkout.deliverer"] = Deliverer(
         app.extensions["checkout.gateway"].engine,
-        secret=str(app.config["CHECKOUT_WEBHOOK_SECRET"]),
-        duplicate_rate=float(app.config["CHECKOUT_WEBHOOK_DUPLICATE_RATE"]),
+        secret=settings(app).webhook_secret,
+        duplicate_rate=settings(app).webhook_duplicate_rate,
     )

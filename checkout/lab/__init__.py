@@ -4,13 +4,15 @@ Every lab route answers 404 unless the lab is on (``CHECKOUT_LAB``; always
 off in production).
 """
 
-from flask import Blueprint, abort, current_app
+from flask import Blueprint, abort
+
+from checkout.config import settings
 
 
 def lab_only(blueprint: Blueprint) -> Blueprint:
     @blueprint.before_request
     def _lab_must_be_on() -> None:
-        if not current_app.config["CHECKOUT_LAB"]:
+        if not settings().lab:
             abort(404)
 
     return blueprint

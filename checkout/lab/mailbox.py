@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from flask import Blueprint, current_app, render_template
 from flask.typing import ResponseReturnValue
 
+from checkout.config import settings
 from checkout.database import table_of, utcnow
 from checkout.extensions import db
 from checkout.lab import lab_only, seats
@@ -183,7 +184,7 @@ def outbox_rows(customer: str | None = None) -> tuple[list[OutboxRow], dict[str,
 
 @bp.get("/lab/mailbox")
 def index() -> ResponseReturnValue:
-    smtp_url = str(current_app.config["CHECKOUT_SMTP_URL"] or "")
+    smtp_url = settings().smtp_url
     maildir = maildir_path(current_app)
     groups = [] if smtp_url else by_message_id(received(maildir))
     whose = seats.scope()  # a seat's browser: the mail of the seat's orders alone

@@ -21,6 +21,7 @@ import sqlalchemy as sa
 from flask import Flask, current_app
 
 from checkout.audit import note
+from checkout.config import settings
 from checkout.database import reading, utcnow, writing
 from checkout.extensions import db
 from checkout.gateway import Gateway
@@ -315,7 +316,7 @@ def shown_url(url: str) -> str:
 def store(app: Flask | None = None) -> RedisStore:
     """This app's Redis store (one connection pool per app); RedisUnavailable if none is configured."""
     app = app or current_app
-    url = str(app.config["CHECKOUT_REDIS_URL"])
+    url = settings(app).redis_url
     if not url:
         raise RedisUnavailable(N_("CHECKOUT_REDIS_URL is not set"))
     found = app.extensions.get("checkout.redis_store")
@@ -345,7 +346,7 @@ class StoreStatus:
 def status(app: Flask | None = None) -> StoreStatus:
     """Whether the store's Redis answers a PING now."""
     app = app or current_app
-    url = str(app.config["CHECKOUT_REDIS_URL"])
+    url = settings(app).redis_url
     if not url:
         return StoreStatus(False, False, "", N_("CHECKOUT_REDIS_URL is not set"))
     try:

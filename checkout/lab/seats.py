@@ -26,6 +26,7 @@ from flask.cli import AppGroup
 from flask.typing import ResponseReturnValue
 from flask_babel import gettext as _
 
+from checkout.config import settings
 from checkout.database import insert_ignoring_conflicts, utcnow, writing
 from checkout.extensions import db
 from checkout.lab import damage, lab_only
@@ -190,7 +191,7 @@ def register_commands(app: Flask) -> None:
     @click.argument("count", type=click.IntRange(1, MOST))
     def seats_command(count: int) -> None:
         """Make COUNT seats and print each one's join link and API token (the same ones while SECRET_KEY is)."""
-        base = str(current_app.config.get("CHECKOUT_SHOP_URL") or "http://127.0.0.1:5000").rstrip("/")
+        base = settings().shop_url
         for seat in make_seats(count):
             with current_app.test_request_context():
                 link = base + seat.join_path()

@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from flask import Flask
 from sqlalchemy.orm import Mapped, mapped_column
 
+from checkout.config import settings
 from checkout.database import Base, UTCDateTime, insert_ignoring_conflicts, utcnow, writing
 from checkout.extensions import db
 from checkout.idempotency.store import worker_name
@@ -32,7 +33,7 @@ class LabWorker(Base):
 
 def register_server_name(app: Flask) -> None:
     """With ``CHECKOUT_SERVER_NAME`` set, each worker process records its server's name at its first request."""
-    name = str(app.config["CHECKOUT_SERVER_NAME"])
+    name = settings(app).server_name
     if not name:
         return
     registered: dict[str, int] = {}

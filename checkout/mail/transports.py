@@ -21,6 +21,8 @@ from urllib.parse import urlsplit
 
 from flask import Flask
 
+from checkout.config import settings
+
 # How long one SMTP operation (connect, a command, the data) may take, and how many one send makes at most:
 # connect, the greeting, EHLO (then HELO if refused), MAIL, RCPT, DATA, the data, QUIT. The relay claims a
 # message for longer than their product (longest_send_seconds), so no other relay sends it meanwhile.
@@ -156,7 +158,7 @@ def parse_smtp_url(url: str) -> tuple[str, int]:
 
 def transport_for(app: Flask) -> Transport:
     """The transport the app's settings choose: SMTP when ``CHECKOUT_SMTP_URL`` is set, else the Maildir."""
-    if url := str(app.config.get("CHECKOUT_SMTP_URL") or ""):
+    if url := settings(app).smtp_url:
         host, port = parse_smtp_url(url)
         return SmtpTransport(host, port)
     return MaildirTransport(maildir_path(app))

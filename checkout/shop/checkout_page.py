@@ -9,10 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import sqlalchemy as sa
-from flask import Blueprint, abort, current_app, redirect, render_template, url_for
+from flask import Blueprint, abort, redirect, render_template, url_for
 from flask.typing import ResponseReturnValue
 from flask_babel import gettext as _
 
+from checkout.config import settings
 from checkout.database import writing
 from checkout.extensions import db, once
 from checkout.gateway.cards import TEST_CARDS, pretty
@@ -106,7 +107,7 @@ def _render(
             earlier=earlier or [],
             # Production shows no test cards (the fault cards are a workshop's tool, not a shopper's).
             test_cards=[]
-            if current_app.config["CHECKOUT_ENV"] == "production"
+            if settings().env == "production"
             else [(pretty(number), text) for number, (_b, text) in TEST_CARDS.items()],
         ),
         status,
@@ -199,7 +200,7 @@ def pay() -> ResponseReturnValue:
         body={"email": email, "card_number": card_number, "cart_version": version},
         customer=browser_identity(),
         answers=CheckoutPage(form),
-        wait=float(current_app.config["CHECKOUT_BROWSER_WAIT_SECONDS"]),
+        wait=settings().browser_wait_seconds,
     )
 
 

@@ -11,6 +11,7 @@ import sqlalchemy as sa
 from flask import current_app, g, request, session
 from flask_limiter.util import get_remote_address
 
+from checkout.config import settings
 from checkout.database import insert_ignoring_conflicts, public_id, table_of, utcnow
 from checkout.extensions import db
 from checkout.shop.models import Customer
@@ -133,7 +134,7 @@ def _token_holder() -> ApiCustomer | None:
         return None
     finally:
         reads_on = request.blueprint in current_app.extensions.get(READS_ON, SHOP_READS_ON)
-        reads_on = reads_on and not current_app.config["CHECKOUT_REDIS_URL"]
+        reads_on = reads_on and not settings().redis_url
         if not already_open and not reads_on:
             current.rollback()
 

@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
-from flask import Blueprint, abort, current_app, flash, redirect, render_template, session, url_for
+from flask import Blueprint, abort, flash, redirect, render_template, session, url_for
 from flask.typing import ResponseReturnValue
 from flask_babel import gettext as _
 
+from checkout.config import settings
 from checkout.extensions import db, once
 from checkout.i18n import format_money
 from checkout.idempotency import (
@@ -159,7 +160,7 @@ def refund(order_id: str) -> ResponseReturnValue:
         body={"order_id": order_id, "amount_cents": amount},
         customer=browser_identity(),
         answers=RefundPage(order, form),
-        wait=float(current_app.config["CHECKOUT_BROWSER_WAIT_SECONDS"]),
+        wait=settings().browser_wait_seconds,
     )
 
 

@@ -10,11 +10,12 @@ from __future__ import annotations
 from typing import Annotated, Any, Self
 
 import sqlalchemy as sa
-from flask import Blueprint, Response, current_app, request
+from flask import Blueprint, Response, request
 from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, WithJsonSchema, model_validator
 
 from checkout import metrics
 from checkout.audit import IdempotencyRecord, note
+from checkout.config import settings
 from checkout.database import insert_ignoring_conflicts, reading, table_of, utcnow, writing
 from checkout.errors import Problem
 from checkout.extensions import csrf, db
@@ -137,9 +138,7 @@ def _event(raw: bytes) -> GatewayEvent:
 def receive() -> Response:
     """A payment gateway event, delivered at least once, applied once"""
     raw = request.get_data(cache=False)
-    refused = verify(
-        str(current_app.config["CHECKOUT_WEBHOOK_SECRET"]), request.headers.get(HEADER), raw, int(utcnow().timestamp())
-    )
+    refused = verify(settings().webhook_secret, request.headers.get(HEADER), raw, int(utcnow().timestamp()))
     if refused:
         raise Problem(400, "Bad signature", f"Refused: {refused}. Nothing was applied.", type_="bad-signature")
     event = _event(raw)

@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 from flask import Flask
 
+from checkout.config import settings as settings_of
 from checkout.extensions import db
 from tests.browser.conftest import _system_chromium
 from tests.conftest import make_app, own_database
@@ -52,11 +53,11 @@ def served_shop(folder: Path, *, lab: bool) -> Iterator[str]:
             "CHECKOUT_INSTANCE_PATH": str(instance),
             "CHECKOUT_LAB": str(lab).lower(),
             "CHECKOUT_SLOW_CARD_SECONDS": "1",
-            "CHECKOUT_WEBHOOK_SECRET": str(app.config["CHECKOUT_WEBHOOK_SECRET"]),
-            "CHECKOUT_FINGERPRINT_SECRET": str(app.config["CHECKOUT_FINGERPRINT_SECRET"]),
+            "CHECKOUT_WEBHOOK_SECRET": settings_of(app).webhook_secret,
+            "CHECKOUT_FINGERPRINT_SECRET": settings_of(app).fingerprint_secret,
         }
         [server] = stack.enter_context(gunicorn(database_url, instance, workers=2, settings=settings))
-        app.config["CHECKOUT_SHOP_URL"] = server.url  # where the webhook relay delivers
+        settings_of(app).shop_url = server.url  # where the webhook relay delivers
         if lab:
             stack.enter_context(relay_forever(app, database_url, OUTBOX))
             stack.enter_context(relay_forever(app, database_url, WEBHOOKS))
