@@ -65,8 +65,8 @@ serve: seed
 
 ## Serve it behind nginx on HOST:PORT: two gunicorn servers on the next two ports, one database, the relays (exercise 14).
 proxy: seed
-	CHECKOUT_SHOP_URL=$(CHECKOUT_SHOP_URL) $(BIN)/python -m checkout.lab.proxy --listen $(HOST):$(PORT)
-	$(HONCHO) start -f Procfile.proxy -e $(abspath $(INSTANCE))/proxy/proxy.env nginx app-1 app-2 $(filter-out web,$(PROCESSES))
+	CHECKOUT_SHOP_URL=$(CHECKOUT_SHOP_URL) $(BIN)/python -m checkout.lab.proxy --listen $(HOST):$(PORT) --prefix "$(abspath $(INSTANCE))/proxy"
+	$(HONCHO) start -f Procfile.proxy -e "$(abspath $(INSTANCE))/proxy/proxy.env" nginx app-1 app-2 $(filter-out web,$(PROCESSES))
 
 ## Start a fresh workshop: an empty development database and mailbox, migrated and seeded (secrets kept; stop the shop first).
 reset-lab: install

@@ -80,15 +80,18 @@ def test_a_request_answered_202_with_respond_async_is_listed_as_202(client: Flas
 def test_a_duplicate_that_arrived_while_the_first_ran_is_told_apart_from_it(
     app: Flask, live_server: LiveServer, ledger: Ledger
 ) -> None:
-    """The first request's steps and the duplicate's interleave in the trail; each request's tag keeps them apart."""
+    """Listed in the order they arrived, though the duplicate was answered first; the first is listed while it
+    pays, its status not known yet."""
     key, body, url = new_key(), payment_body(card=SLOW_CARD), f"{live_server.url}/api/payments"
+    listing = f"{live_server.url}/api/lab/requests?key={key}"
     # The block runs once the first is at the gateway.
     with first_in_progress(url, body, key, until=lambda: payments_of(ledger)) as first:
+        assert [(r["status"], r["replayed"]) for r in send("GET", listing).json()] == [(None, False)]
         duplicate = post_json(url, body, {**ALICE, "Idempotency-Key": key})
         assert (first.result(timeout=30).status, duplicate.status) == (201, 409)
     replay = post_json(url, body, {**ALICE, "Idempotency-Key": key})
     assert replay.status == 201
-    listed = send("GET", f"{live_server.url}/api/lab/requests?key={key}").json()
+    listed = send("GET", listing).json()
     assert [(r["status"], r["replayed"]) for r in listed] == [(201, False), (409, False), (201, True)]
     assert live_server.post_count("/api/payments") == len(listed)
 
@@ -188,7 +191,7 @@ def test_a_checkout_form_whose_csrf_token_failed_is_listed_under_its_key(client:
     assert [(r["endpoint"], r["status"]) for r in found] == [("POST /checkout", 400)]
 
 
-def test_refusals_and_the_trails_requests_are_listed_in_the_order_they_arrived(client: FlaskClient) -> None:
+def test_refusals_and_answered_requests_are_listed_in_the_order_they_arrived(client: FlaskClient) -> None:
     key, body = new_key(), payment_body()
     assert post_payment(client, key, body).status_code == 201
     assert post_payment(client, key, {**body, "amount": 0}).status_code == 422  # refused before the engine
@@ -218,7 +221,7 @@ def test_a_request_the_throttle_refused_is_not_noted(database_url: str, tmp_path
         db.engine.dispose()
 
 
-def test_the_labs_purge_of_every_key_empties_its_list_of_refusals(client: FlaskClient) -> None:
+def test_the_labs_purge_of_every_key_empties_its_log(client: FlaskClient) -> None:
     key = new_key()
     assert post_payment(client, key, payment_body(amount=0)).status_code == 422
     page = client.get("/lab")

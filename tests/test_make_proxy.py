@@ -42,9 +42,11 @@ def alive(pid: int) -> bool:
 
 
 @contextlib.contextmanager
-def make_proxy(database_url: str, instance: Path, servers: list[str]) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
-    """``make proxy``'s two steps with its two servers (one worker each), no relays: honcho, and nginx's URL.
-    honcho's output goes to a log."""
+def make_proxy(
+    database_url: str, instance: Path, servers: list[str], *, serving_first: bool = True, **settings: str
+) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """``make proxy``'s two steps with its two servers (one worker each), no relays: honcho, and nginx's URL, once
+    all three serve (``serving_first``). honcho's output goes to a log."""
     listen = f"127.0.0.1:{free_port()}"
     env = {
         **os.environ,
@@ -54,6 +56,7 @@ def make_proxy(database_url: str, instance: Path, servers: list[str]) -> Iterato
         "CHECKOUT_INSTANCE_PATH": str(instance),
         "GUNICORN_WORKERS": "1",
         "PYTHONUNBUFFERED": "1",
+        **settings,
     }
     prefix = instance / "proxy"
     arguments = ["--listen", listen, "--servers", ",".join(servers), "--prefix", str(prefix)]
@@ -67,7 +70,8 @@ def make_proxy(database_url: str, instance: Path, servers: list[str]) -> Iterato
             stderr=subprocess.STDOUT,
         )
     try:
-        wait_for(lambda: all(serving(f"http://{address}") for address in (listen, *servers)), timeout=60)
+        if serving_first:
+            wait_for(lambda: all(serving(f"http://{address}") for address in (listen, *servers)), timeout=60)
         yield honcho, f"http://{listen}"
     finally:
         if honcho.poll() is None:
@@ -89,7 +93,8 @@ def test_a_server_that_dies_behind_make_proxy_leaves_nginx_and_the_other_serving
     with make_proxy(database_url, instance, servers) as (honcho, url):
         first = int((instance / "proxy" / "app-1.pid").read_text())
         second = int((instance / "proxy" / "app-2.pid").read_text())
-        workers = [int(pid) for pid in Path(f"/proc/{first}/task/{first}/children").read_text().split()]
+        children = subprocess.run(["pgrep", "-P", str(first)], capture_output=True, text=True, check=True).stdout
+        workers = [int(pid) for pid in children.split()]
         os.kill(first, signal.SIGKILL)  # app-1's gunicorn dies; its worker sees it gone and follows
         log = instance / "honcho.log"
         wait_for(lambda: "app-1 stopped: nginx sends every request to app-2" in log.read_text(), timeout=30)
@@ -127,5 +132,22 @@ def test_make_proxy_starts_procfile_proxy_with_its_environment_and_the_relays_sw
     ).stdout.splitlines()
     [prepare] = [line for line in dry if "-m checkout.lab.proxy" in line]
     [start] = [line for line in dry if "honcho start" in line]
-    assert prepare.endswith("-m checkout.lab.proxy --listen 127.0.0.2:5099")
-    assert start.endswith(f"honcho start -f Procfile.proxy -e {ROOT}/instance/proxy/proxy.env {processes}")
+    assert prepare.endswith(f'-m checkout.lab.proxy --listen 127.0.0.2:5099 --prefix "{ROOT}/instance/proxy"')
+    assert start.endswith(f'honcho start -f Procfile.proxy -e "{ROOT}/instance/proxy/proxy.env" {processes}')
+
+
+@pytest.mark.slow
+@pytest.mark.server
+@NEEDS_NGINX
+def test_servers_that_cannot_start_stop_make_proxy_with_their_error(
+    app: Flask, database_url: str, instance: Path
+) -> None:
+    """Not a server killed: one that fails by itself (a setting that breaks a rule) ends its line, and honcho the
+    rest, rather than nginx answering 502 alone."""
+    servers = [f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"]
+    broken = {"CHECKOUT_LEASE_SECONDS": "1"}  # shorter than a gateway call: refused at start
+    with make_proxy(database_url, instance, servers, serving_first=False, **broken) as (honcho, _url):
+        honcho.wait(timeout=60)
+    log = (instance / "honcho.log").read_text()
+    assert honcho.returncode != 0 and "CHECKOUT_LEASE_SECONDS=1" in log, log
+    assert "nginx sends every request" not in log

@@ -1,6 +1,7 @@
 """``make proxy``: the shop behind Debian's nginx, two app servers on one database, a proxy that resends.
 
-    .venv/bin/python -m checkout.lab.proxy --listen 127.0.0.1:5000   # then: honcho start -f Procfile.proxy
+    .venv/bin/python -m checkout.lab.proxy --listen 127.0.0.1:5000
+    honcho start -f Procfile.proxy -e instance/proxy/proxy.env
 
 This writes nginx's files (``deploy/nginx/checkout.conf.template``, filled in) and ``proxy.env`` into the instance
 folder's ``proxy/``; honcho starts nginx, the two servers and the relays from ``Procfile.proxy`` with it. nginx
@@ -15,6 +16,7 @@ import argparse
 import contextlib
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -271,6 +273,8 @@ def prepare(
     if taken:
         raise RuntimeError(f"make proxy needs {', '.join(taken)}: stop what serves there, or pick another PORT.")
     conf = _write_config(prefix, listen, app_servers, read_timeout, "/dev/stdout", "stderr")
+    for stale in prefix.glob("app-*.pid"):  # a server killed last time leaves its pid, which may be another's now
+        stale.unlink()
     check = subprocess.run([executable, "-p", str(prefix), "-c", str(conf), "-t", "-q"], capture_output=True, text=True)
     if check.returncode != 0:
         raise RuntimeError(f"nginx refused {conf}:\n{check.stderr.strip()}")
@@ -311,13 +315,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (RuntimeError, ValueError, NginxMissing) as problem:
         print(problem, file=sys.stderr)
         return 1
-    (prefix / "proxy.env").write_text("".join(f"{name}={value}\n" for name, value in env.items()))
+    # honcho reads it as a shell would: quoted, a path with a space or a quote in it stays whole.
+    (prefix / "proxy.env").write_text("".join(f"{name}={shlex.quote(value)}\n" for name, value in env.items()))
     print(
         f"\nThe shop, behind nginx: http://{args.listen}  (the lab: http://{args.listen}/lab)\n"
         f"  app-1: http://{servers[0]}\n  app-2: http://{servers[1]}\n"
         f"nginx waits {args.read_timeout} for a payment's answer, then sends the POST to the other server; each line "
-        "of nginx's log names the servers a request went to. A server that stops leaves nginx and the other one "
-        "serving. Ctrl-C stops them all.\n",
+        "of nginx's log names the servers a request went to. nginx answers 502 until app-1 and app-2 have started. "
+        "A server that is stopped or killed leaves nginx and the other one serving. Ctrl-C stops them all.\n",
         flush=True,
     )
     return 0
