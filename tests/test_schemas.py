@@ -88,3 +88,25 @@ def test_a_payment_without_a_card_is_paid_with_the_default_card_and_the_document
     assert post_payment(client, key(), body).status_code == 201
     card = client.get("/api/openapi.json").get_json()["components"]["schemas"]["PaymentRequest"]["properties"]
     assert "default" not in card["card_number"]
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("amount", "49900", "must be a whole number of minor units from 1 to 1,000,000,000"),
+        ("amount", 0, "must be a whole number of minor units from 1 to 1,000,000,000"),
+        ("currency", "EUR", "must be one of UAH, USD"),
+        ("orderId", "order 123", "must be your own reference for the order: 1 to 64 visible ASCII characters"),
+    ],
+)
+def test_a_field_that_breaks_any_of_its_rules_is_told_its_rule_in_the_shops_words(
+    client: FlaskClient, field: str, value: object, message: str
+) -> None:
+    answer = post_payment(client, key(), {**payment_body(), field: value})
+    assert answer.status_code == 422 and answer.get_json()["errors"] == {field: [message]}
+
+
+@pytest.mark.parametrize("items", [[], "MUG-01", [{"sku": "MUG-01", "quantity": 1}] * 51])
+def test_an_order_with_no_lines_or_too_many_is_told_how_many_it_may_have(client: FlaskClient, items: Any) -> None:
+    answer = post_order(client, key(), order_body(items=items))
+    assert answer.status_code == 422 and answer.get_json()["errors"] == {"items": ["must be a list of 1 to 50 lines"]}

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import sqlalchemy as sa
 from flask import Blueprint, Response, request
-from pydantic import BeforeValidator, Field
+from pydantic import Field
 
 from checkout.database import writing
 from checkout.errors import Problem
@@ -21,13 +21,12 @@ from checkout.idempotency import STARTED, Complete, Operation, Phase, Pipeline, 
 from checkout.openapi import BAD_KEY, IN_PROGRESS, NOT_JSON, TOO_LARGE, described, problems
 from checkout.shop import carts
 from checkout.shop.api import current_customer, read_json, token_required
-from checkout.shop.models import MAX_QUANTITY, Product, offered_to
-from checkout.shop.schemas import Answer, Request, Sku, clean_json_quantity, clean_sku, parse
+from checkout.shop.models import Product, offered_to
+from checkout.shop.schemas import Answer, Quantity, Request, Sku, parse
 
 bp = Blueprint("cart_api", __name__, url_prefix="/api")
 csrf.exempt(bp)  # bearer tokens are not cookies: no CSRF to forge
 
-Quantity = Annotated[int, Field(ge=1, le=MAX_QUANTITY), BeforeValidator(clean_json_quantity)]
 ADD = Pipeline("POST /api/cart/lines")  # only with a key: without one, POST is what it is, an increment
 
 
@@ -36,7 +35,7 @@ class LineQuantity(Request):
 
 
 class NewLine(Request):
-    sku: Annotated[Sku, BeforeValidator(clean_sku)]
+    sku: Sku
     quantity: Quantity
 
 

@@ -8,7 +8,7 @@ Design: docs/design.md#checkoutshopmodelspy-the-unique-constraints
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal, get_args
 
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, aliased, mapped_column, relationship
@@ -230,7 +230,8 @@ PAYMENT_STATES = (PAYMENT_PENDING, PAYMENT_SUCCEEDED, PAYMENT_DECLINED, PAYMENT_
 # The payments that hold their order reference: one under way, or one that went through. A declined
 # or abandoned attempt holds nothing, so the client may pay that order with a new key.
 PAYMENT_HOLDS_ORDER = (PAYMENT_PENDING, PAYMENT_SUCCEEDED)
-PAYMENT_CURRENCIES = ("UAH", "USD")
+Currency = Literal["UAH", "USD"]
+PAYMENT_CURRENCIES = get_args(Currency)
 MAX_PAYMENT_AMOUNT = 1_000_000_000  # minor units
 _HOLDS_ORDER = f"status IN {PAYMENT_HOLDS_ORDER!r}"
 

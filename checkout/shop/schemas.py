@@ -1,9 +1,10 @@
 """The JSON API's bodies and answers, each one pydantic model: it validates the request, serialises the answer,
 and is the schema ``GET /api/openapi.json`` publishes (spectree reads them from the views, checkout/openapi.py).
 
-Each field runs this shop's own parser first (below, shared with the forms), so its message is the shop's; the
-constraints beside it are what the document says. A parser takes any JSON value or form string and returns the clean
-value or raises ``Invalid``: text never holds a NUL or a lone surrogate, card numbers are ASCII digits.
+Each rule is written once. A rule a constraint can say is a strict pydantic constraint (a JSON value is never
+coerced), which the document publishes; ``MESSAGES`` gives the field's refusal in the shop's words. A rule it cannot
+say (an email, a card's Luhn digits, text without a NUL or a lone surrogate) is a parser the forms share, which
+returns the clean value or raises ``Invalid``.
 Design: docs/design.md#the-contract-written-once-checkoutshopschemaspy-and-checkoutopenapipy
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated, Any, Self, TypeVar
+from typing import Annotated, Any, Self, TypeVar, get_args
 
 from email_validator import EmailNotValidError, validate_email
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema
@@ -23,22 +24,21 @@ from checkout.shop.models import (
     MAX_PAYMENT_AMOUNT,
     MAX_QUANTITY,
     ORDER_STATES,
-    PAYMENT_CURRENCIES,
     PAYMENT_STATES,
     REFUND_PENDING,
     REFUND_SUCCEEDED,
+    Currency,
 )
 from checkout.shop.orders import price
 
 Errors = dict[str, list[str]]
-VISIBLE_ASCII = "^[!-~]{1,64}$"
 
 
-# --- each field's rule: this shop's parsers, shared with the forms ---------------------------------
+# --- the parsers the forms share: text a person typed, cleaned into a value --------------------
 
 MAX_LINES = 50
-_SKU = re.compile(r"[A-Z0-9][A-Z0-9-]{0,31}")
-_REFERENCE = re.compile(r"[\x21-\x7e]{1,64}")
+MAX_CENTS = 100_000_000
+SKU = "[A-Z0-9][A-Z0-9-]{0,31}"
 _DOLLARS = re.compile(r"[0-9]{1,7}(?:\.[0-9]{0,2})?")
 _CARD_CHARACTERS = frozenset("0123456789 -")
 
@@ -75,61 +75,17 @@ def clean_email(raw: object) -> str:
 
 def clean_sku(raw: object) -> str:
     value = clean_text(raw, max_length=32)
-    if not _SKU.fullmatch(value):
-        raise Invalid("must be a product code like MUG-01")
-    return value
-
-
-def clean_reference(raw: object) -> str:
-    """A client's own reference (an order id it chose): 1 to 64 visible ASCII characters."""
-    value = clean_text(raw, max_length=64)
-    if not _REFERENCE.fullmatch(value):
-        raise Invalid("must be 1 to 64 visible ASCII characters")
+    if not re.fullmatch(SKU, value):
+        raise Invalid(MESSAGES["sku"])
     return value
 
 
 def clean_quantity(raw: object) -> int:
-    """A whole number 1..99: a JSON integer, or a form's digits."""
-    if isinstance(raw, str) and raw.strip().isascii() and raw.strip().isdigit() and len(raw.strip()) <= 3:
-        raw = int(raw.strip())
-    if isinstance(raw, bool) or not isinstance(raw, int) or not 1 <= raw <= MAX_QUANTITY:
-        raise Invalid(f"must be a whole number from 1 to {MAX_QUANTITY}")
-    return raw
-
-
-def clean_json_quantity(raw: object) -> int:
-    """The API's quantity: a JSON integer, as its document says (a form's digits are the form's)."""
-    if isinstance(raw, str):
-        raise Invalid(f"must be a whole number from 1 to {MAX_QUANTITY}")
-    return clean_quantity(raw)
-
-
-@dataclass(frozen=True)
-class RequestedLine:
-    index: int  # its place in the request, so an error found later names the right item
-    sku: str
-    quantity: int
-
-
-def clean_lines(raw: object) -> list[Any]:
-    """The lines of an order as sent: a list of 1 to 50 (each line is parsed on its own)."""
-    if not isinstance(raw, list) or not raw:
-        raise Invalid("must be a non-empty list")
-    if len(raw) > MAX_LINES:
-        raise Invalid(f"at most {MAX_LINES} lines")
-    return raw
-
-
-MAX_CENTS = 100_000_000
-
-
-def clean_amount_cents(raw: object) -> int | None:
-    """An optional amount in cents: a whole number above zero, or nothing (meaning: all that is left)."""
-    if raw is None:
-        return None
-    if isinstance(raw, bool) or not isinstance(raw, int) or not 0 < raw <= MAX_CENTS:
-        raise Invalid(f"must be a whole number of cents from 1 to {MAX_CENTS}")
-    return raw
+    """A form's quantity: up to three digits, 1..99 (the API's is a JSON integer, ``Quantity``)."""
+    value = raw.strip() if isinstance(raw, str) else ""
+    if not (value.isascii() and value.isdigit() and len(value) <= 3 and 1 <= int(value) <= MAX_QUANTITY):
+        raise Invalid(MESSAGES["quantity"])
+    return int(value)
 
 
 def clean_dollars(raw: object) -> int | None:
@@ -140,38 +96,34 @@ def clean_dollars(raw: object) -> int | None:
     if not _DOLLARS.fullmatch(value):
         raise Invalid("must be an amount like 14.00")
     whole, _, fraction = value.partition(".")
-    return clean_amount_cents(int(whole) * 100 + int((fraction + "00")[:2]))
+    cents = int(whole) * 100 + int((fraction + "00")[:2])
+    if not 0 < cents <= MAX_CENTS:
+        raise Invalid(MESSAGES["amount_cents"])
+    return cents
 
 
 def clean_reason(raw: object) -> str:
     return "" if raw is None else clean_text(raw, max_length=200).strip()
 
 
-# --- a payment's fields (POST /api/payments) ------------------------------------------------
-
 DEFAULT_CARD = "4242424242424242"  # a payment sent without a card pays with the gateway's success test card
-
-
-def clean_order_reference(raw: object) -> str:
-    if raw is None:
-        raise Invalid("is required: your own reference for the order, 1 to 64 visible ASCII characters")
-    return clean_reference(raw)
-
-
-def clean_minor_units(raw: object) -> int:
-    if isinstance(raw, bool) or not isinstance(raw, int) or not 1 <= raw <= MAX_PAYMENT_AMOUNT:
-        raise Invalid(f"must be a whole number of minor units from 1 to {MAX_PAYMENT_AMOUNT:,}")
-    return raw
-
-
-def clean_currency(raw: object) -> str:
-    if not isinstance(raw, str) or raw not in PAYMENT_CURRENCIES:
-        raise Invalid("must be one of " + ", ".join(PAYMENT_CURRENCIES))
-    return raw
 
 
 def clean_card_or_default(raw: object) -> str:
     return DEFAULT_CARD if raw is None else clean_card_number(raw)
+
+
+# --- requests: each rule once, as a constraint the document publishes --------------------------
+
+MESSAGES = {  # a field's message, whichever of its constraints a value broke (a JSON value: no coercion)
+    "sku": "must be a product code like MUG-01",
+    "quantity": f"must be a whole number from 1 to {MAX_QUANTITY}",
+    "items": f"must be a list of 1 to {MAX_LINES} lines",
+    "amount_cents": f"must be a whole number of cents from 1 to {MAX_CENTS}",
+    "orderId": "must be your own reference for the order: 1 to 64 visible ASCII characters",
+    "amount": f"must be a whole number of minor units from 1 to {MAX_PAYMENT_AMOUNT:,}",
+    "currency": "must be one of " + ", ".join(get_args(Currency)),
+}
 
 
 def omittable(schema: dict[str, Any]) -> None:
@@ -180,10 +132,8 @@ def omittable(schema: dict[str, Any]) -> None:
     schema.update(next(choice for choice in schema.pop("anyOf", [{}]) if choice.get("type") != "null"))
 
 
-# --- requests ------------------------------------------------------------------------------
-
-Sku = Annotated[str, Field(max_length=32, pattern="^[A-Z0-9][A-Z0-9-]{0,31}$", examples=["MUG-01"])]
-Reference = Annotated[str, Field(min_length=1, max_length=64, pattern=VISIBLE_ASCII)]
+Sku = Annotated[str, Field(strict=True, max_length=32, pattern=f"^{SKU}$", examples=["MUG-01"])]
+Quantity = Annotated[int, Field(strict=True, ge=1, le=MAX_QUANTITY)]
 CARD = "The card's number: digits, spaces or dashes; Luhn-valid."
 
 
@@ -191,13 +141,20 @@ class Request(BaseModel):
     model_config = ConfigDict(frozen=True)
 
 
+@dataclass(frozen=True)
+class RequestedLine:
+    index: int  # its place in the request, so an error found later names the right item
+    sku: str
+    quantity: int
+
+
 class OrderLine(Request):
-    sku: Annotated[Sku, BeforeValidator(clean_sku)]
-    quantity: Annotated[int, Field(ge=1, le=MAX_QUANTITY), BeforeValidator(clean_json_quantity)]
+    sku: Sku
+    quantity: Quantity
 
 
 class OrderRequest(Request):
-    items: Annotated[list[OrderLine], Field(min_length=1, max_length=MAX_LINES), BeforeValidator(clean_lines)]
+    items: Annotated[list[OrderLine], Field(min_length=1, max_length=MAX_LINES)]
     email: Annotated[str, Field(max_length=254, json_schema_extra={"format": "email"}), BeforeValidator(clean_email)]
     card_number: Annotated[str, Field(description=CARD), BeforeValidator(clean_card_number)]
 
@@ -211,31 +168,32 @@ class OrderRequest(Request):
 
 class RefundRequest(Request):
     amount_cents: Annotated[
-        Annotated[int, Field(ge=1, le=MAX_CENTS)] | None,
+        Annotated[int, Field(strict=True, ge=1, le=MAX_CENTS)] | None,
         Field(description="Default: everything that is left to refund.", json_schema_extra=omittable),
-        BeforeValidator(clean_amount_cents),
     ] = None
     reason: Annotated[str, Field(max_length=200), BeforeValidator(clean_reason)] = ""
 
 
 class PaymentRequest(Request):
     order_ref: Annotated[
-        Reference,
+        str,
         Field(
+            strict=True,
+            min_length=1,
+            max_length=64,
+            pattern="^[!-~]{1,64}$",
             alias="orderId",
             description="Your own reference for the order: 1 to 64 visible ASCII characters.",
             examples=["order-123"],
         ),
-        BeforeValidator(clean_order_reference),
     ]
     amount: Annotated[
         int,
-        Field(ge=1, le=MAX_PAYMENT_AMOUNT, description="In minor units (kopiyky, cents).", examples=[49900]),
-        BeforeValidator(clean_minor_units),
+        Field(
+            strict=True, ge=1, le=MAX_PAYMENT_AMOUNT, description="In minor units (kopiyky, cents).", examples=[49900]
+        ),
     ]
-    currency: Annotated[
-        str, WithJsonSchema({"type": "string", "enum": list(PAYMENT_CURRENCIES)}), BeforeValidator(clean_currency)
-    ]
+    currency: Currency
     card_number: Annotated[
         str,
         # Sent without one, the gateway's success test card pays: a default the document does not publish.
@@ -263,7 +221,7 @@ def field_errors(error: ValidationError) -> Errors:
         elif found["type"].endswith(("model_type", "dict_type")):
             message = "must be a JSON object"
         else:
-            message = found["msg"]
+            message = MESSAGES.get(str(found["loc"][-1]) if found["loc"] else "", found["msg"])
         errors.setdefault(name or "body", []).append(message)
     return errors
 
@@ -372,7 +330,7 @@ class Payment(Answer):
     id: Annotated[str, Field(pattern="^pay_", validation_alias="public_id")]
     order_id: Annotated[str, Field(description="Your `orderId`.", validation_alias="order_ref")]
     amount: Annotated[int, Field(ge=1, le=MAX_PAYMENT_AMOUNT)]
-    currency: Annotated[str, WithJsonSchema({"type": "string", "enum": list(PAYMENT_CURRENCIES)})]
+    currency: Currency
     status: Annotated[str, WithJsonSchema({"enum": list(PAYMENT_STATES)})]
     charge_id: str | None
     created_at: datetime
