@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from flask import Flask
-from flask.testing import FlaskClient
+from flask.testing import FlaskClient, FlaskCliRunner
 
 from checkout.extensions import db
 from checkout.lab.tables import LabRequest
@@ -26,6 +26,7 @@ from tests.helpers import (
     order_body,
     pay_in_browser,
     post_order,
+    purge_every_record,
 )
 from tests.http import post_json, send
 from tests.payments import new_key, payment_body, payments_of, post_payment
@@ -229,3 +230,14 @@ def test_the_labs_purge_of_every_key_empties_its_log(client: FlaskClient) -> Non
     token = form_fields(page.get_data(as_text=True), None)["csrf_token"]
     assert client.post("/lab/purge-keys", data={"csrf_token": token}).status_code == 303
     assert requests_of(client, key) == []
+
+
+def test_a_purge_of_a_keys_record_takes_its_requests_out_of_the_log(
+    app: Flask, client: FlaskClient, runner: FlaskCliRunner
+) -> None:
+    paid, refused = new_key(), new_key()
+    assert post_payment(client, paid, payment_body()).status_code == 201
+    assert post_payment(client, refused, payment_body(amount=0)).status_code == 422  # no record: nothing to purge
+    assert "purged 1 expired" in purge_every_record(app, runner)
+    assert requests_of(client, paid) == []
+    assert [r["status"] for r in requests_of(client, refused)] == [422]

@@ -5,13 +5,15 @@ A plain log: one row per POST under a key, written as it arrives and given the s
 answered (``replayed`` is the engine's word: its ``replayed`` note). Only a POST the shop can name a customer for is
 kept (a valid token, a browser session the shop gave a customer): an unknown token, or a POST with no session, makes
 the lab write nothing. With the lab on, that is two small units of work per such POST (the shop's own tests of its
-transaction counts run with the lab off); the lab's "purge every key" empties the log.
+transaction counts run with the lab off). A purge of a key's record (``flask idempotency purge``, the lab's "purge
+every key") takes its requests out of the log with it.
 Design: docs/design.md#checkoutlabrequestspy-the-requests-under-a-key
 """
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -20,8 +22,8 @@ from flask import Blueprint, Flask, Response, current_app, has_request_context, 
 from checkout.database import writing
 from checkout.errors import Problem
 from checkout.extensions import db
-from checkout.idempotency import Event, InvalidKey, parse_key
-from checkout.idempotency.signals import noted
+from checkout.idempotency import Event, InvalidKey, Scope, parse_key
+from checkout.idempotency.signals import noted, purged
 from checkout.lab import lab_only, seats
 from checkout.lab.ledger import iso
 from checkout.lab.tables import LabRequest
@@ -57,13 +59,21 @@ def requests_under(key: str) -> list[dict[str, Any]]:
 
 
 def listen(app: Flask) -> None:
-    """Which requests the engine answered from a stored answer: its ``replayed`` note, in the request's environ."""
+    """Which requests the engine answered from a stored answer (its ``replayed`` note, in the request's environ), and
+    which keys' records it purged (their requests go with them, so the log does not outgrow the records)."""
     noted.connect(_noted, sender=app)
+    purged.connect(_purged, sender=app)
 
 
 def _noted(_app: Flask, *, name: str, **_: Any) -> None:
     if name == Event.REPLAYED and has_request_context():
         request.environ[_REPLAYED] = True
+
+
+def _purged(_app: Flask, *, scopes: Sequence[Scope]) -> None:
+    """In the purge's own unit of work: the records and their requests go together."""
+    whose = sa.tuple_(LabRequest.customer, LabRequest.endpoint, LabRequest.key)
+    db.session.execute(sa.delete(LabRequest).where(whose.in_([(s.customer, s.endpoint, s.key) for s in scopes])))
 
 
 def _key_sent(api: bool) -> str | None:
