@@ -10,6 +10,8 @@ import sqlalchemy as sa
 from flask import Flask
 from flask.testing import FlaskClient, FlaskCliRunner
 
+from checkout.audit import IdempotencyRecord
+from checkout.database import utcnow
 from checkout.extensions import db
 from checkout.lab.tables import LabRequest
 from checkout.shop.payments import API_PAYMENTS
@@ -232,12 +234,31 @@ def test_the_labs_purge_of_every_key_empties_its_log(client: FlaskClient) -> Non
     assert requests_of(client, key) == []
 
 
-def test_a_purge_of_a_keys_record_takes_its_requests_out_of_the_log(
+def test_a_purge_of_a_keys_record_takes_its_requests_out_of_the_log_and_no_others(
     app: Flask, client: FlaskClient, runner: FlaskCliRunner
 ) -> None:
-    paid, refused = new_key(), new_key()
-    assert post_payment(client, paid, payment_body()).status_code == 201
-    assert post_payment(client, refused, payment_body(amount=0)).status_code == 422  # no record: nothing to purge
-    assert "purged 1 expired" in purge_every_record(app, runner)
-    assert requests_of(client, paid) == []
+    key, refused = new_key(), new_key()
+    assert post_payment(client, key, payment_body()).status_code == 201  # the one record purged below
+    assert post_payment(client, key, payment_body(), headers=BOB).status_code == 201  # the same key, another customer
+    assert post_order(client, key, order_body()).status_code == 201  # and another endpoint
+    assert post_payment(client, refused, payment_body(amount=0)).status_code == 422  # never recorded
+    with app.app_context():
+        alices_payment = (IdempotencyRecord.customer == "cus_demo_alice") & (IdempotencyRecord.endpoint == API_PAYMENTS)
+        db.session.execute(sa.update(IdempotencyRecord).where(alices_payment).values(expires_at=utcnow()))
+        db.session.commit()
+    assert "purged 1 expired" in runner.invoke(args=["idempotency", "purge"]).output
+    assert answers(requests_of(client, key)) == [
+        (API_PAYMENTS, "cus_demo_bob", 201, False),
+        ("POST /api/orders", "cus_demo_alice", 201, False),
+    ]
     assert [r["status"] for r in requests_of(client, refused)] == [422]
+
+
+def test_a_purge_takes_a_browser_checkouts_requests_out_of_the_log(
+    app: Flask, client: FlaskClient, runner: FlaskCliRunner
+) -> None:
+    fields = checkout_with_a_mug(client)
+    assert pay_in_browser(client, fields).status_code == 303
+    assert len(requests_of(client, fields["idempotency_key"])) == 1
+    assert "purged 1 expired" in purge_every_record(app, runner)
+    assert requests_of(client, fields["idempotency_key"]) == []

@@ -1,5 +1,5 @@
-"""The shop's forms. All carry a CSRF token (Flask-WTF); their fields are checked by the same
-parsers as the JSON API (checkout.shop.schemas)."""
+"""The shop's forms. All carry a CSRF token (Flask-WTF); their fields are checked by the shop's parsers
+(checkout.shop.schemas): the email and the card by the very parsers the API runs, a SKU by the API's pattern."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from checkout.shop import schemas
 
 
 def parsed_by(parse: Callable[[object], Any], message: Any) -> Callable[[Any, Field], None]:
-    """A WTForms validator that runs one of the API's parsers, so a form accepts exactly what the API does."""
+    """A WTForms validator that runs one of the shop's parsers, with the form's own (translated) message."""
 
     def check(_form: Any, field: Field) -> None:
         try:

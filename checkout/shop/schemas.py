@@ -74,10 +74,10 @@ def clean_email(raw: object) -> str:
 
 
 def clean_sku(raw: object) -> str:
-    value = clean_text(raw, max_length=32)
-    if not re.fullmatch(SKU, value):
+    """A form's product code, by the API's own pattern (``Sku``), which admits no NUL."""
+    if not isinstance(raw, str) or not re.fullmatch(SKU, raw):
         raise Invalid(MESSAGES["sku"])
-    return value
+    return raw
 
 
 def clean_quantity(raw: object) -> int:
@@ -115,7 +115,9 @@ def clean_card_or_default(raw: object) -> str:
 
 # --- requests: each rule once, as a constraint the document publishes --------------------------
 
-MESSAGES = {  # a field's message, whichever of its constraints a value broke (a JSON value: no coercion)
+# A field's refusal, whichever of its constraints a value broke (a JSON value is never coerced). Keyed by the field's
+# name: a field of that name means the same thing in every request model (the cart's quantity is an order's).
+MESSAGES = {
     "sku": "must be a product code like MUG-01",
     "quantity": f"must be a whole number from 1 to {MAX_QUANTITY}",
     "items": f"must be a list of 1 to {MAX_LINES} lines",
