@@ -23,7 +23,7 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,10 +94,16 @@ def site_config(*, listen: str, app_servers: Sequence[str], read_timeout: str, a
     )
 
 
-def _write_config(
+def _configured(
     prefix: Path, listen: str, app_servers: Sequence[str], read_timeout: str, access_log: str, error_log: str
-) -> Path:
-    """nginx.conf and the site file in ``prefix``, with the temporary folders nginx wants: nginx.conf's path."""
+) -> list[str]:
+    """nginx.conf and the site file in ``prefix`` (with the temporary folders nginx wants), checked by ``nginx -t``:
+    the command line that runs them (``listen`` must be free)."""
+    executable = find_nginx()
+    if executable is None:
+        raise NginxMissing(HOW_TO_GET_NGINX)
+    if not port_is_free(listen):
+        raise RuntimeError(f"{listen} is taken: stop what serves there (make run? make serve?), or pick another PORT")
     for folder in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
         (prefix / "temp" / folder).mkdir(parents=True, exist_ok=True)
     site = prefix / "checkout.conf"
@@ -106,7 +112,11 @@ def _write_config(
     )
     conf = prefix / "nginx.conf"
     conf.write_text(main_config(prefix, site, error_log))
-    return conf
+    command = [executable, "-p", str(prefix), "-c", str(conf)]
+    check = subprocess.run([*command, "-t", "-q"], capture_output=True, text=True, check=False)
+    if check.returncode != 0:
+        raise RuntimeError(f"nginx refused {conf}:\n{check.stderr.strip()}")
+    return command
 
 
 def main_config(prefix: Path, site: Path, error_log: str) -> str:
@@ -202,23 +212,23 @@ def _listening(address: str) -> bool:
         return False
 
 
-def _wait(condition: Callable[[], bool], process: subprocess.Popen[bytes], what: str, timeout: float = 30) -> None:
-    """Until ``condition()`` holds, the process dies (an error) or ``timeout`` passes (an error)."""
+def _wait_listening(process: subprocess.Popen[bytes], listen: str, timeout: float = 30) -> None:
+    """Until nginx listens on ``listen``; an error if it exits or ``timeout`` passes first."""
     pause = threading.Event()
     for _ in range(int(timeout / 0.05)):
         if process.poll() is not None:
-            raise RuntimeError(f"{what} exited with {process.returncode}")
-        if condition():
+            raise RuntimeError(f"nginx on {listen} exited with {process.returncode}")
+        if _listening(listen):
             return
         pause.wait(0.05)
-    raise RuntimeError(f"{what} did not start in {timeout:g} s")
+    raise RuntimeError(f"nginx on {listen} did not start in {timeout:g} s")
 
 
-def stop(process: subprocess.Popen[bytes], first: signal.Signals = signal.SIGTERM) -> None:
-    """Ask the process to end (nginx: SIGQUIT, a graceful end; gunicorn: SIGTERM), then insist."""
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """SIGQUIT, nginx's graceful end (it finishes the requests under way), then insist."""
     if process.poll() is None:
         with contextlib.suppress(ProcessLookupError):
-            process.send_signal(first)
+            process.send_signal(signal.SIGQUIT)
     try:
         process.wait(timeout=15)
     except subprocess.TimeoutExpired:
@@ -238,23 +248,14 @@ def nginx(
     output: IO[bytes] | int | None = None,
 ) -> Iterator[Proxy]:
     """nginx with deploy/nginx/checkout.conf.template in front of ``app_servers``, until the block ends."""
-    executable = find_nginx()
-    if executable is None:
-        raise NginxMissing(HOW_TO_GET_NGINX)
-    if not port_is_free(listen):
-        raise RuntimeError(f"{listen} is taken: stop what serves there (make run? make serve?), or pick another PORT")
     access = access_log or str(prefix / "access.log")
-    conf = _write_config(prefix, listen, app_servers, read_timeout, access, error_log or str(prefix / "error.log"))
-    command = [executable, "-p", str(prefix), "-c", str(conf)]
-    check = subprocess.run([*command, "-t", "-q"], capture_output=True, text=True, check=False)
-    if check.returncode != 0:
-        raise RuntimeError(f"nginx refused {conf}:\n{check.stderr.strip()}")
+    command = _configured(prefix, listen, app_servers, read_timeout, access, error_log or str(prefix / "error.log"))
     process = subprocess.Popen([*command, "-g", "daemon off;"], stdout=output, stderr=subprocess.STDOUT)
     try:
-        _wait(lambda: _listening(listen), process, f"nginx on {listen}")
+        _wait_listening(process, listen)
         yield Proxy(f"http://{listen}", prefix, process, Path(access))
     finally:
-        stop(process, signal.SIGQUIT)
+        _stop(process)
 
 
 # --- make proxy: the files honcho starts Procfile.proxy with ------------------------------------------------
@@ -265,19 +266,13 @@ def prepare(
 ) -> dict[str, str]:
     """nginx's files in ``prefix`` (checked with ``nginx -t``), and the environment the Procfile's processes share:
     nginx's command line, both servers' addresses, the cap on ``Prefer: wait`` (unless ``environ`` sets one)."""
-    executable = find_nginx()
-    if executable is None:
-        raise NginxMissing(HOW_TO_GET_NGINX)
     cap = wait_cap(read_timeout)
-    taken = [address for address in (listen, *app_servers) if not port_is_free(address)]
+    taken = [address for address in app_servers if not port_is_free(address)]  # make proxy starts them: free
     if taken:
         raise RuntimeError(f"make proxy needs {', '.join(taken)}: stop what serves there, or pick another PORT.")
-    conf = _write_config(prefix, listen, app_servers, read_timeout, "/dev/stdout", "stderr")
+    executable = _configured(prefix, listen, app_servers, read_timeout, "/dev/stdout", "stderr")[0]
     for stale in prefix.glob("app-*.pid"):  # a server killed last time leaves its pid, which may be another's now
         stale.unlink()
-    check = subprocess.run([executable, "-p", str(prefix), "-c", str(conf), "-t", "-q"], capture_output=True, text=True)
-    if check.returncode != 0:
-        raise RuntimeError(f"nginx refused {conf}:\n{check.stderr.strip()}")
     return {
         "PROXY_NGINX": executable,
         "PROXY_PREFIX": str(prefix),
@@ -306,8 +301,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     host, port = _split(args.listen)
     servers = args.servers.split(",") if args.servers else [f"{host}:{port + 1}", f"{host}:{port + 2}"]
-    environ = os.environ
-    prefix = (args.prefix or Path(environ.get("CHECKOUT_INSTANCE_PATH") or ROOT / "instance") / "proxy").resolve()
+    prefix = (args.prefix or Path(os.environ.get("CHECKOUT_INSTANCE_PATH") or ROOT / "instance") / "proxy").resolve()
     try:
         env = prepare(
             prefix, listen=args.listen, app_servers=servers, read_timeout=args.read_timeout, environ=os.environ
