@@ -110,3 +110,9 @@ def test_a_field_that_breaks_any_of_its_rules_is_told_its_rule_in_the_shops_word
 def test_an_order_with_no_lines_or_too_many_is_told_how_many_it_may_have(client: FlaskClient, items: Any) -> None:
     answer = post_order(client, key(), order_body(items=items))
     assert answer.status_code == 422 and answer.get_json()["errors"] == {"items": ["must be a list of 1 to 50 lines"]}
+
+
+def test_an_order_of_fifty_lines_is_within_the_limit(client: FlaskClient) -> None:
+    items = [{"sku": f"NONE-{n:02d}", "quantity": 1} for n in range(50)]  # well formed, none of them sold here
+    answer = post_order(client, key(), order_body(items=items))
+    assert answer.status_code == 422 and "items" not in answer.get_json()["errors"]

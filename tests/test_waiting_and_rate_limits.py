@@ -60,7 +60,9 @@ def test_a_waiting_duplicate_polls_with_reads_not_write_transactions(
     claims = [s for s in seen if s.upper().startswith("INSERT INTO IDEMPOTENCY_RECORDS")]
     immediate = [s for s in seen if s.upper() == "BEGIN IMMEDIATE"]
     assert len(claims) == 1, claims  # the first submit's claim; the duplicate only read while it waited
-    assert len(immediate) <= 6, f"{len(immediate)} write transactions for two submits"
+    # The first submit's own five units of work; the duplicate, waiting, adds none.
+    # (SQLite's BEGIN IMMEDIATE: on PostgreSQL a unit begins without it, and the claim count above is the check.)
+    assert len(immediate) <= 5, f"{len(immediate)} write transactions for two submits"
 
 
 @pytest.mark.slow
