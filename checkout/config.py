@@ -377,26 +377,26 @@ def finalize(config: dict[str, Any], instance_path: str) -> Settings:
     """Type every setting and apply the rules between them (refusing what cannot work), then what follows: the
     typed settings, for the app to keep; ``config`` keeps Flask's keys alone (its ``CHECKOUT_*`` inputs are taken)."""
     values = {field: config.pop(name) for field, name in NAMES.items() if name in config}
-    settings = _validated({**values, "SECRET_KEY": str(config.get("SECRET_KEY") or "")})
-    if settings.env == "production":
-        settings.lab = False
+    typed = _validated({**values, "SECRET_KEY": str(config.get("SECRET_KEY") or "")})
+    if typed.env == "production":
+        typed.lab = False
         config["SESSION_COOKIE_SECURE"] = True
     else:  # generated once into the instance folder, so every worker and restart shares them
         if not config.get("SECRET_KEY"):
             config["SECRET_KEY"] = instance_secret(instance_path, "secret_key")
         for field in ("fingerprint_secret", "webhook_secret"):
-            if not getattr(settings, field):
-                setattr(settings, field, instance_secret(instance_path, field))
-    if settings.trusted_hosts:
-        config["TRUSTED_HOSTS"] = list(settings.trusted_hosts)
+            if not getattr(typed, field):
+                setattr(typed, field, instance_secret(instance_path, field))
+    if typed.trusted_hosts:
+        config["TRUSTED_HOSTS"] = list(typed.trusted_hosts)
     # The idempotency extension's own settings (checkout/idempotency/edge.py), as this shop names them.
     config.update(
-        IDEMPOTENCY_LEASE_SECONDS=settings.lease_seconds,
-        IDEMPOTENCY_LIFETIME_SECONDS=settings.key_lifetime_seconds,
-        IDEMPOTENCY_WAITERS_PER_KEY=settings.waiters_per_key,
-        IDEMPOTENCY_MAX_WAIT_SECONDS=settings.max_wait_seconds,
-        IDEMPOTENCY_CARRIERS=settings.carriers,
-        IDEMPOTENCY_SECRET=settings.fingerprint_secret,
+        IDEMPOTENCY_LEASE_SECONDS=typed.lease_seconds,
+        IDEMPOTENCY_LIFETIME_SECONDS=typed.key_lifetime_seconds,
+        IDEMPOTENCY_WAITERS_PER_KEY=typed.waiters_per_key,
+        IDEMPOTENCY_MAX_WAIT_SECONDS=typed.max_wait_seconds,
+        IDEMPOTENCY_CARRIERS=typed.carriers,
+        IDEMPOTENCY_SECRET=typed.fingerprint_secret,
     )
 
     if not config.get("SQLALCHEMY_DATABASE_URI"):
@@ -415,4 +415,4 @@ def finalize(config: dict[str, Any], instance_path: str) -> Settings:
         # Create it readable by its owner only, before SQLite creates it with the default umask.
         database_file.parent.mkdir(parents=True, exist_ok=True)
         os.close(os.open(database_file, os.O_WRONLY | os.O_CREAT, 0o600))
-    return settings
+    return typed

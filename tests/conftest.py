@@ -184,10 +184,7 @@ def app_overrides() -> dict[str, Any]:
 def app(database_url: str, tmp_path: Any, app_overrides: dict[str, Any]) -> Iterator[Flask]:
     app = make_app(database_url, str(tmp_path / "instance"), **app_overrides)
     yield app
-    app.extensions["idempotency.carriers"].stop()  # an operation a 202 left to carry on: not into the next test
-    with app.app_context():
-        db.session.remove()
-        db.engine.dispose()
+    close(app)
 
 
 @pytest.fixture
@@ -195,6 +192,12 @@ def lab_off(database_url: str, tmp_path: Any) -> Iterator[Flask]:
     """A second app on the test's database, with the lab off (the ``app`` fixture keeps it on)."""
     app = make_app(database_url, str(tmp_path / "lab-off"), CHECKOUT_LAB=False)
     yield app
+    close(app)
+
+
+def close(app: Flask) -> None:
+    """A test's app, done: no operation a 202 left to carry on goes into the next test, nor any connection."""
+    app.extensions["idempotency.carriers"].stop()
     with app.app_context():
         db.session.remove()
         db.engine.dispose()
